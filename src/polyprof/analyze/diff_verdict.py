@@ -154,19 +154,53 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
         lines.append(f"B runs other work: {'; '.join(other[:top])}. A change of the machine or of its "
                      "load does not add, drop or repeat calls: the program changed.")
     elif runs == (1, 1):
-        along = [c for c in changes if c["change"] == st.get("change")]
         if st.get("change"):  # (two runs of one program, one a side, were called +74% at p 7.8e-07 with 2 rows)
-            what = (f"The step time and every changed row moved together ({st['change']})"
-                    if along and len(along) == len(changes) else f"The step time is called {st['change']} with one "
-                    "run a side")
-            lines.append(f"{what}: a change of the machine or of its load between the runs "
-                         "(another node, other work beside it) does that as much as a change of the program; "
-                         "runs taking turns (A, B, A, B) and three or more runs a side tell them apart "
-                         "(polyprof diff A1 A2 A3 -- B1 B2 B3).")
+            lines.append(_machine_line(st, changes, names))
         else:
             lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each side "
                          "has several runs (polyprof diff A1 A2 A3 -- B1 B2 B3; two a side call only large changes).")
     return lines
+
+
+#: the step time and the changed rows "moved together" (as a change of the machine or of its
+#: load moves them) where their relative changes, all one way, are within this factor of
+#: one another: +20% to +40% are, a section +15,843% beside an op +13% is not
+ALIKE = 3.0
+
+
+def _machine_line(st: dict[str, Any], changes: list[dict[str, Any]], names: dict[str, str]) -> str:
+    """The last line where one run a side has its step time called changed: that a change
+    of the machine or of its load does that as much as one of the program ("moved
+    together" where every changed row moved alike with it: :data:`ALIKE`), or, where
+    the rows moved unalike, that such a change moves every row alike."""
+    way = st["change"]
+    tail = ("runs taking turns (A, B, A, B) and three or more runs a side tell them apart "
+            "(polyprof diff A1 A2 A3 -- B1 B2 B3).")
+    machine = ("a change of the machine or of its load between the runs (another node, other work beside it) "
+               "does that as much as a change of the program; ")
+    along = [c for c in changes if c["change"] == way]
+    if not along or len(along) != len(changes):
+        return f"The step time is called {way} with one run a side: {machine}{tail}"
+    rel = [(abs(_rel(c["step_mean_ns_a"], c["step_mean_ns_b"])), c) for c in changes]
+    step = abs(float(st["rel_change"]))
+    finite = [r for r, _ in rel] + [step]
+    if all(r > 0 and r != float("inf") for r in finite) and max(finite) <= ALIKE * min(finite):
+        return f"The step time and every changed row moved together ({way}): {machine}{tail}"
+    order = sorted(rel, key=lambda x: (x[0] != x[0], x[0]))  # (a row new in B, of no ratio: last)
+    lo, hi = order[0][1], order[-1][1]
+    rows = (f"{label(hi['table'], hi.get('kind', ''))} {names.get(hi['name'], hi['name'])} "
+            f"{_pct(_rel(hi['step_mean_ns_a'], hi['step_mean_ns_b']))}"
+            + (f" against {label(lo['table'], lo.get('kind', ''))} {names.get(lo['name'], lo['name'])} "
+               f"{_pct(_rel(lo['step_mean_ns_a'], lo['step_mean_ns_b']))}" if lo is not hi else "")
+            + f", the step time {_pct(float(st['rel_change']))}")
+    return (f"The step time is called {way} with one run a side and its changed rows moved unalike ({rows}: more "
+            f"than {ALIKE:g} times apart), unlike a change of the machine or of its load between the runs, which "
+            f"moves every row alike; {tail}")
+
+
+def _rel(a: float, b: float) -> float:
+    """(b - a) / a; NaN where ``a`` is 0 (a row new in B)."""
+    return (b - a) / a if a > 0 else float("nan")
 
 
 def _step_headline(st: dict[str, Any], ov: dict[str, Any], unit: str) -> str:

@@ -18,7 +18,7 @@ from ..derive.graph_recording import stream_captures
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import find, member, row_of_key, union, unique, unique_rows
+from ..trace.sorting import find, member, row_of_key, union, unique, unique_inverse, unique_rows
 from ..trace import keys
 from . import graph_costs
 from .common import analysed_span, op_durations, qualified_names, ran_on_device
@@ -386,6 +386,50 @@ def uncounted_replay_ns(trace: Trace) -> tuple[float, float]:
     return graph_costs.uncounted_ns(trace, _own_flops(trace))
 
 
+def _step_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """The analysed step (a position in ``cache.steps``) each of ``rows`` starts in, -1 for
+    none (every row of a trace without steps)."""
+    steps = cache.steps(trace)
+    return steps.of(trace.events["start_ns"][rows]) if len(steps) and len(rows) else np.full(len(rows), -1)
+
+
+def flops_by_precision(flops: np.ndarray, prec: np.ndarray, counted: np.ndarray | None = None,
+                       fallback: bool = True) -> dict[str, float]:
+    """FLOPs per precision of the model rows ``counted`` selects (those the MFU counts:
+    in the analysed steps; ``None``: all of them, a trace without steps), or, with
+    ``fallback``, of all the rows where the counted ones hold no FLOPs (a window of a
+    rank adds none then: its other windows count)."""
+    if counted is not None and (np.nansum(flops[counted]) > 0 or not fallback):
+        flops, prec = flops[counted], prec[counted]
+    kinds, inv = unique_inverse(prec.astype(str))
+    weights = np.bincount(inv, weights=np.nan_to_num(flops), minlength=len(kinds))
+    return dict(zip(kinds.tolist(), weights.tolist()))
+
+
+def model_precisions(trace: Trace, fallback: bool = True) -> dict[str, float]:
+    """The model FLOPs :func:`mfu` counts, per precision (:func:`flops_by_precision` of
+    :func:`model_rows` in the analysed steps): what it, a rank merged from its windows
+    (each without ``fallback``) and the XProf export choose the precision by
+    (:func:`main_precision`)."""
+    rows, flops, prec = model_rows(trace)
+    counted = _step_of(trace, rows) >= 0 if len(cache.steps(trace)) else None
+    return flops_by_precision(flops, prec, counted, fallback)
+
+
+def main_precision(by_precision: Mapping[str, float]) -> str:
+    """The precision most of these FLOPs were in, of those known: "" (none known) only
+    where no known one holds any, a tie to the first in sorted order. Weighed by the
+    FLOPs the MFU counts (:func:`model_precisions`), not every costed op of the file:
+    ``jax.random`` draws before a JAX program's steps (uint32 threefry ops, which XLA
+    counts as 66.6 MFLOP of no precision) outweighed its steps' 21.6 MFLOP of fp32
+    products, and its MFU was of precision "" (held to the device's main peak, not
+    named on the MFU line); integer ops say nothing of the model's precision, in the
+    steps either."""
+    known = sorted(k for k, v in by_precision.items() if k and v > 0)
+    kinds = known or sorted(by_precision)
+    return kinds[int(np.argmax([by_precision[k] for k in kinds]))] if kinds else ""
+
+
 def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: str | None = None) -> Table:
     """Model FLOPs utilisation per step and overall: model FLOPs (each counted once,
     :func:`model_rows`) ÷ (time × peak FLOP/s of the precision assumed × devices).
@@ -394,7 +438,7 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
     time, :func:`step_times`; overall: the steps' times summed, or without steps the
     analysed span: the trace's, or its device activity's with ``--span device``),
     ``flops_per_s`` (achieved), ``precision`` (assumed: ``precision`` if given, else the
-    one most FLOPs were in), ``devices`` (device planes with activity, at least 1),
+    one most of the FLOPs it counts were in: :func:`main_precision`), ``devices`` (device planes with activity, at least 1),
     ``peak_flops_per_s`` (per device), ``mfu_pct`` (NaN without a peak: a CPU run, an
     unknown device), ``device`` (the peaks' model and their source),
     ``uncounted_replay_pct`` (the whole window's row; NaN in the steps'): the percent of
@@ -409,17 +453,13 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
             "device", "uncounted_replay_pct"]
     if not len(rows) and not uncounted > 0:
         return empty_frame(cols, ("precision", "device"), np.float64)
+    steps = cache.steps(trace)
+    step_idx = _step_of(trace, rows)
     if not len(rows):  # only replays whose FLOPs are unknown: no precision, no peak to hold them to
         precision = ""
     elif precision is None:
-        kinds, inv = np.unique(prec.astype(str), return_inverse=True)
-        weights = np.bincount(inv, weights=flops, minlength=len(kinds))
-        precision = str(kinds[int(np.argmax(weights))])
+        precision = main_precision(flops_by_precision(flops, prec, step_idx >= 0 if len(steps) else None))
     pk = resolve_peak(trace, peak) if len(rows) else None
-    ev = trace.events
-    steps = cache.steps(trace)
-    st = ev["start_ns"][rows]
-    step_idx = steps.of(st) if len(steps) else np.full(len(rows), -1)
     busy = unique(trace.event_planes())
     devices = max(1, sum(1 for p in trace.planes if p.kind == "device" and p.id in busy))
     if len(steps):

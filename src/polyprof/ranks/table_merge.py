@@ -22,7 +22,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..analyze.efficiency import _roof_share, mfu_frame
+from ..analyze.efficiency import _roof_share, main_precision, mfu_frame
 from ..analyze.frames import column, empty_frame, frame, labels
 from ..analyze.peaks import Peak
 from ..analyze.table import Table
@@ -338,8 +338,7 @@ def merge_mfu(tables: list[Table], parts: list[MfuPart], pk: Peak | None) -> Tab
     uncounted = 100.0 * sum(p.uncounted_ns for p in parts) / kernel_ns if kernel_ns > 0 else 0.0
     if not steps or not (totals or uncounted > 0):  # no model FLOPs: the table the whole rank has
         return empty_frame(labels(tables[0]), ("precision", "device"), np.float64)
-    kinds = sorted(totals)  # (np.unique's order: ties go to the first, as the whole's argmax)
-    precision = kinds[int(np.argmax([totals[k] for k in kinds]))] if kinds else ""
+    precision = main_precision(totals)  # (as the whole's)
     t = Table.concat(steps)
     flops = np.r_[column(t, "flops").astype(np.float64).sum(), column(t, "flops").astype(np.float64)]
     time = np.r_[column(t, "time_ns").astype(np.float64).sum(), column(t, "time_ns").astype(np.float64)]

@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 
 from ..analyze.breakdown import ALL_STREAMS, _groups
 from ..analyze.cuda_graphs import Captures
-from ..analyze.efficiency import costed_rows, model_rows, resolve_peak, step_times, uncounted_replay_ns
+from ..analyze.efficiency import costed_rows, model_precisions, resolve_peak, step_times, uncounted_replay_ns
 from ..analyze.kernel_roofline import SIMT_MARKS, TENSOR_CORE_MARKS, counted_kernel_costs, launch_precisions
 from ..analyze.flops import SOURCE_NAMES
 from ..analyze.graph_costs import carried_replays, carry_out
@@ -68,7 +68,7 @@ from ..derive.graph_recording import CAPTURE_BEGIN
 from ..store.rankfiles import _read
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import first_and_inverse, unique, unique_inverse, unique_rows
+from ..trace.sorting import first_and_inverse, unique, unique_rows
 from . import window_reduce
 from .table_merge import MfuPart
 
@@ -158,10 +158,7 @@ def mfu_part(view: Trace, devices: frozenset[int]) -> MfuPart:
     (``devices``: :func:`device_planes`; what ``analyze.efficiency.mfu`` chooses its
     precision and counts its devices by), and its kernel time in graph replays whose FLOPs
     are not counted, of all its kernel time."""
-    _, flops, prec = model_rows(view)
-    kinds, inv = unique_inverse(prec.astype(str))
-    weights = np.bincount(inv, weights=flops, minlength=len(kinds))
-    return MfuPart(dict(zip(kinds.tolist(), weights.tolist())), devices, *uncounted_replay_ns(view))
+    return MfuPart(model_precisions(view, fallback=False), devices, *uncounted_replay_ns(view))
 
 
 def captures(view: Trace, before: Captures) -> Captures:

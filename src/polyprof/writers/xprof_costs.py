@@ -50,7 +50,7 @@ import numpy as np
 
 from ..analyze.common import device_view
 from ..analyze.devops import device_op_names
-from ..analyze.efficiency import costed_rows, model_rows, resolve_peak
+from ..analyze.efficiency import costed_rows, main_precision, model_precisions, resolve_peak
 from ..derive import cache
 from ..derive.intervals import innermost, nesting_depth
 from ..formats.perfetto_wire import message
@@ -263,11 +263,7 @@ def device_caps(trace: Trace, plane: Plane) -> dict[str, float | int | str]:
         out["device_vendor"] = vendor
     pk = resolve_peak(trace, None)
     if pk is not None:
-        _, fl, prec = model_rows(trace)
-        main = ""
-        if len(prec):  # as mfu: the precision most model FLOPs are in
-            kinds, inv = np.unique(prec.astype(str), return_inverse=True)
-            main = str(kinds[int(np.argmax(np.bincount(inv, weights=fl, minlength=len(kinds))))])
+        main = main_precision(model_precisions(trace))  # as mfu: the precision most model FLOPs are in
         tf = pk.flops(main) or pk.flops("")
         if tf:
             out["peak_teraflops_per_second"] = tf / 1e12

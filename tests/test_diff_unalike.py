@@ -1,0 +1,60 @@
+"""With one run a side, ``polyprof diff`` says the step time and every changed row "moved
+together" (as a change of the machine or of its load moves them) only where they moved
+alike (``diff_verdict.ALIKE``), not merely the same way; on real torch CPU runs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import polyprof
+from polyprof.analyze.diff import diff
+from polyprof.analyze.diff_verdict import ALIKE
+
+
+def _loader_run(torch, path: Path, sleep_s: float, steps: int = 10) -> polyprof.Trace:
+    """torch.profiler's CPU trace of ``steps`` recorded steps (after one warm-up), each a
+    ``load`` range that sleeps ``sleep_s`` and draws a batch, then two 256x256 matmuls and
+    a linear layer (as a training loop whose data loader got slower)."""
+    torch.manual_seed(0)
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    lin = torch.nn.Linear(256, 256)
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
+                                on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(steps + 1):
+            with torch.profiler.record_function("load"):
+                if sleep_s:
+                    time.sleep(sleep_s)
+                x = torch.randn(64, 256)
+            torch.mm(a, b)
+            torch.mm(a, b)
+            lin(x).relu().sum()
+            prof.step()
+    return polyprof.load(path)
+
+
+def test_a_section_that_holds_the_change_did_not_move_with_the_rest(tmp_path):
+    """B's loader sleeps 10 ms a step: its section ``load`` holds nearly all of the step
+    time's change (+10 ms of ~1 ms steps), the ops beside it moved by a few percent or
+    tens of percent, if at all. The verdict said "The step time and every changed row
+    moved together (slower): a change of the machine ... does that as much as a change
+    of the program" where the section moved +15,843% and an op +13%."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    d = diff(_loader_run(torch, tmp_path / "a.json", 0.0), _loader_run(torch, tmp_path / "b.json", 0.01))
+    assert d.step_time["change"] == "slower", d.verdict
+    load = next(c for c in d.changes if c["name"] == "load")
+    assert load["table"] == "sections" and load["change"] == "slower"
+    assert load["step_mean_ns_b"] - load["step_mean_ns_a"] > 0.8 * d.step_time["delta_ns"]
+    assert not any(v.startswith("The step time and every changed row moved together") for v in d.verdict), d.verdict
+    if all(c["change"] == "slower" for c in d.changes):  # (a loaded machine may call an op faster: the plain line)
+        assert d.verdict[-1].startswith(
+            "The step time is called slower with one run a side and its changed rows moved unalike (section load +"
+        ), d.verdict
+        assert f"more than {ALIKE:g} times apart), unlike a change of the machine or of its load between the " \
+               "runs, which moves every row alike; runs taking turns (A, B, A, B)" in d.verdict[-1], d.verdict
+    else:
+        assert d.verdict[-1].startswith("The step time is called slower with one run a side: "), d.verdict
