@@ -157,7 +157,8 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
             continue
         host_only = (not len(w.dev) and not len(w.sy) and not ctx.backward_callers  # (one chain per thread)
                      and (ctx.comm_caller is None or not bool((ctx.comm_caller[w.host] >= 0).any()))
-                     and not bool(ctx.xla_wait[ctx.names[w.host]].any()))  # (XLA's waits link threads)
+                     and not bool(ctx.xla_wait[ctx.names[w.host]].any())  # (XLA's waits and ops link
+                     and not bool((ctx.xla_op[w.host] | ctx.section[w.host]).any()))  # threads; a section: its idle)
         times = _host_only(trace, ctx, w.host, t1) if host_only else None
         if times is not None:
             rows, device = w.host, np.zeros(len(w.host), bool)

@@ -7,11 +7,15 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
 * **host threads**: the ops' nesting in the order a depth-first walk meets their starts and
   ends, each step an edge weighted by the time between them (zero into the end of a call
   during which the host waits: ``WAITING_CALLS``); consecutive top-level ops are joined by
-  a zero-weight dependency.
+  a zero-weight dependency. polyprof's sections (``polyprof.section``) are host calls too:
+  their own time weighs what of it no other thread nor device is busy
+  (``thread_links.idle_time``).
 * **XLA's CPU runtime** (``xla_links``): its ops are host calls (kind KERNEL on a host
   thread), and ``ThunkExecutor::Execute (wait for completion)`` is a waiting call whose
   waited-on work is the XLA ops of the other threads during it (zero-weight edges); the
-  ops' data dependencies (the HLO), and each device's program runs in their order.
+  ops' data dependencies (the HLO), and each device's program runs in their order; a
+  dispatch that outlasts the run it dispatched waits for it (its thread's edges during
+  the run weigh nothing, and the run's last end leads back to the thread).
 * **backward pass** (HTA 0.6 merges the two threads into one; HTA 0.5 has no such edge):
   PyTorch runs a device's backward pass on an autograd engine thread while the thread
   that called ``backward()`` blocks, recording nothing. The engine thread's top-level
@@ -68,8 +72,9 @@ from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, ST
                                 STREAM_WAIT_EVENT)
 from .depgraph_context import Context, context
 from .nesting import parents_and_after
-from .thread_links import Walk, backward_edges, host_comm_edges
-from .xla_links import DEVICE_STAT, RUN_STAT, data_edges, run_order_edges, wait_edges
+from .thread_links import Walk, backward_edges, host_comm_edges, idle_time
+from .xla_links import (DEVICE_STAT, RUN_STAT, blocked, blocked_edges, blocking_dispatches, data_edges,
+                        run_order_edges, wait_edges)
 
 #: edge types (HTA's CPEdgeType, in its order), then polyprof's stream order
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC, STREAM_ORDER = 0, 1, 2, 3, 4, 5
@@ -197,7 +202,9 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
         waiting = ctx.waits[names[host]]
         waiting[w_wait] = True
         node_time[2 * w_wait + 1] = end[host[w_wait]]  # (not cut at t1, as a sync record's call)
-        walk = _thread_edges(trace, host, track, names, node_time, edges, waiting)
+        windows = _dispatch_windows(trace, ctx, host, node_time)
+        section = ctx.section[host] if bool(ctx.section[host].any()) else None
+        walk = _thread_edges(trace, host, track, names, node_time, edges, waiting, windows, section)
         if walk is not None:  # the links between threads, zero weight, after every other edge
             base = 10.0 * (len(node_time) + 1)
             if backward and ctx.backward_callers:
@@ -221,6 +228,10 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
                 a, b = run_order_edges(walk[0], node_time, ctx.xla_op[host] | ctx.xla_wait[names[host]], run, on_dev)
                 edges.add(a, b, np.zeros(len(a), np.int64), STREAM_ORDER, np.full(len(a), -1, np.int64),
                           base + 4 * len(node_time) + np.arange(len(a), dtype=np.float64))
+            if windows is not None:  # a dispatching thread waiting for the run it dispatched
+                a, b = blocked_edges(walk[0], walk[2], node_time, windows)
+                edges.add(a, b, np.zeros(len(a), np.int64), SYNC, np.full(len(a), -1, np.int64),
+                          base + 5 * len(node_time) + np.arange(len(a), dtype=np.float64))
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
                       gidx, node_time, n_h, n_d, edges, stream_order)
         edges.add(2 * w_dev + 1, 2 * w_wait + 1, np.zeros(len(w_wait), np.int64), SYNC,
@@ -231,11 +242,31 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     return DepGraph(rows, device, node_time, src, dst, weight, etype, owner)
 
 
+def _dispatch_windows(trace: Trace, ctx: Context, host: np.ndarray,
+                      node_time: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``xla_links.blocking_dispatches`` of the window's host calls: where a thread's
+    dispatch of an XLA program outlasted the run (the thread waits for it), None where
+    there is none (no dispatch, or no XLA op: most traces)."""
+    is_dispatch = ctx.xla_dispatch[names] if len(names := ctx.names[host]) else np.zeros(0, bool)
+    if not bool(is_dispatch.any()) or not bool(ctx.xla_op[host].any()):
+        return None
+    thread = cache.threads(trace)[ctx.track[host]]
+    w = blocking_dispatches(thread, node_time, is_dispatch, ctx.xla_op[host], ctx.stat(RUN_STAT)[host],
+                            ctx.stat(DEVICE_STAT)[host])  # (a run's ops: its wait for them may end later)
+    return w if len(w[0]) else None
+
+
 def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.ndarray, node_time: np.ndarray,
-                  edges: _Edges, waiting: np.ndarray) -> Walk | None:
+                  edges: _Edges, waiting: np.ndarray,
+                  windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+                  section: np.ndarray | None = None) -> Walk | None:
     """The host threads' edges (the calls' times: ``node_time``; ``waiting``: per call, it
-    waits for the device); returns (per host call its thread and depth, the nodes in the
-    walk's order: each thread's in time order), None without host calls."""
+    waits for the device; ``windows``: where a thread waits for an XLA program run it
+    dispatched, ``xla_links.blocking_dispatches``: its edges there weigh nothing;
+    ``section``: per call, a polyprof section, whose own time weighs what of it no other
+    thread's call nor device activity of the graph covers, ``thread_links.idle_time``);
+    returns (per host call its thread and depth, the nodes in the walk's order: each
+    thread's in time order), None without host calls."""
     if not len(host):
         return None
     thread = cache.threads(trace)[track[host]]
@@ -263,7 +294,18 @@ def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.n
     a_end, b_end = (a & 1).astype(bool), (b & 1).astype(bool)
     top = a_end & ~b_end & (depth[ea] == 0) & (depth[eb] == 0)
     weight = np.where(b_end & waiting[eb], 0, node_time[b] - node_time[a])
+    if windows is not None:
+        weight[blocked(thread[ea], node_time[a], node_time[b], windows)] = 0
     owner = np.where(~a_end, ea, np.where(b_end, eb, parent[ea]))
+    if section is not None:  # (the graph's other events: host calls, but sections, then devices)
+        own = np.flatnonzero((owner >= 0) & section[np.maximum(owner, 0)] & ~top & (weight > 0))
+        busy = np.flatnonzero(~section)
+        n_h = len(host)
+        b_th = np.r_[thread[busy], np.full(len(node_time) // 2 - n_h, -1, np.int64)]
+        b_s = np.r_[node_time[2 * busy], node_time[2 * n_h::2]]
+        b_e = np.r_[node_time[2 * busy + 1], node_time[2 * n_h + 1::2]]
+        weight[own] = np.minimum(weight[own], idle_time(thread[ea[own]], node_time[a[own]], node_time[b[own]],
+                                                        b_th, b_s, b_e))
     seq = np.arange(len(a), dtype=np.float64)
     # one part in walk order: a dependency between top-level ops, else the op's own time
     edges.add(a, b, np.where(top, 0, weight), np.where(top, DEPENDENCY, OPERATOR).astype(np.int8),

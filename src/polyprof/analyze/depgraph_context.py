@@ -14,6 +14,7 @@ from ..derive import cache
 from ..errors import PolyprofError
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.keys import CAT_SECTION
 from ..trace.sorting import member, row_of_key
 from ..trace.vocabulary import CONTEXT_SYNC, EVENT_SYNC, STREAM_SYNC, STREAM_WAIT_EVENT, WAITING_CALLS
 from .common import COMMUNICATION, device_view, names_in
@@ -21,7 +22,7 @@ from .inputs import cpu_comm_rows
 from .thread_links import backward_callers, comm_callers
 from .stream_queues import queue_levels
 from .wait_links import int_stat as _int_stat, wait_links
-from .xla_links import xla_host_ops, xla_waits
+from .xla_links import xla_dispatches, xla_host_ops, xla_waits
 
 if TYPE_CHECKING:
     from ..formats.xspace.xla_deps import OpDependencies
@@ -48,6 +49,12 @@ class Context:
         timed = dur > 0
         # host ops and runtime calls, by start
         host = on_host & timed & member(kinds, np.array([Kind.CPU_OP, Kind.RUNTIME], np.int64))
+        # polyprof's own sections (``polyprof.section``): their time in no op is the step's
+        # too (depgraph: where nothing else runs); a Kineto trace's annotations stay out, as in HTA
+        cat = trace.string_id(CAT_SECTION)
+        self.section = section = (on_host & timed & (np.asarray(ev["category"], np.int64) == cat) if cat >= 0
+                                  else np.zeros(len(start), bool))
+        host |= section
         # XLA's CPU runtime's ops (kind KERNEL on host threads: xla_links), then the CPU
         # backends' collectives (gloo's work ranges on its threads: annotations)
         self.xla_op = xla_op = xla_host_ops(trace, on_host, timed)
@@ -76,6 +83,7 @@ class Context:
         self.sy_always = names[self.sy] == trace.string_id(STREAM_WAIT_EVENT)
         self.sy_timed = timed[self.sy_call]
         self.xla_wait = xla_waits(trace, xla_op)
+        self.xla_dispatch = xla_dispatches(trace, xla_op)  # (per string id, as xla_wait)
         self.waits = names_in(trace, WAITING_CALLS) | self.xla_wait
         self.wait_links = wait_links(trace, on_host, start, self.end, track, names, cid, corr)  # (OpenCL's)
         self.queues = queue_levels(trace, corr, names, start, track)

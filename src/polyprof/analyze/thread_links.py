@@ -3,7 +3,8 @@
 thread that runs the backward pass while it blocks, and a CPU backend's collective (gloo)
 and the c10d op that queued it. The finders work once per trace (``depgraph_context.Context``);
 the edge functions return (source, destination) nodes of one window's graph, which
-``depgraph.build`` adds with zero weight."""
+``depgraph.build`` adds with zero weight. :func:`idle_time`: how much of a section's own
+time on its thread no other thread nor device is busy (what it weighs in the graph)."""
 
 from __future__ import annotations
 
@@ -192,3 +193,48 @@ def host_comm_edges(walk: Walk, host: np.ndarray, node_time: np.ndarray, caller:
         src.append(2 * mine[idle] + 1)
         dst.append(f_nodes[after[idle]])
     return np.concatenate(src), np.concatenate(dst)
+
+
+
+def idle_time(thread: np.ndarray, a: np.ndarray, b: np.ndarray, busy_thread: np.ndarray, busy_s: np.ndarray,
+              busy_e: np.ndarray) -> np.ndarray:
+    """Per span ``[a, b]`` of a host ``thread`` (a section's time in no op; one thread's
+    spans do not overlap): how much of it no other thread nor device is busy, each busy
+    from the start of its first event (``busy_thread``, ``busy_s``, ``busy_e``; the
+    devices: thread -1) in the span to the end of its last (the time between two of its
+    ops is its own: its host code, or the hand-over between two activities). One pass per
+    (spans' thread, other thread): a handful."""
+    out = (b - a).astype(np.int64)
+    for th in unique(thread).tolist():
+        q = np.flatnonzero(thread == th)
+        q = q[np.argsort(a[q], kind="stable")]
+        qa, qb = a[q], b[q]
+        lo_parts, hi_parts = [], []
+        for other in unique(busy_thread[busy_thread != th]).tolist():
+            k = np.flatnonzero((busy_thread == other) & (busy_e > busy_s))
+            s, e = busy_s[k], busy_e[k]
+            first = np.searchsorted(qb, s, "right")  # the spans each event overlaps: first..last
+            n = np.maximum(np.searchsorted(qa, e, "left") - first, 0)
+            if not int(n.sum()):
+                continue
+            span = np.repeat(first, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+            lo = np.full(len(q), np.iinfo(np.int64).max, np.int64)
+            hi = np.full(len(q), np.iinfo(np.int64).min, np.int64)
+            np.minimum.at(lo, span, np.repeat(s, n))
+            np.maximum.at(hi, span, np.repeat(e, n))
+            lo, hi = np.maximum(lo, qa), np.minimum(hi, qb)
+            ok = hi > lo
+            lo_parts.append(lo[ok])
+            hi_parts.append(hi[ok])
+        if not lo_parts:
+            continue
+        lo, hi = np.concatenate(lo_parts), np.concatenate(hi_parts)
+        # (each interval lies in its span, the spans are disjoint: one merge over all)
+        o = np.argsort(lo, kind="stable")
+        lo, hi = lo[o], np.maximum.accumulate(hi[o])
+        head = np.r_[True, lo[1:] >= hi[:-1]]  # (touching: apart, maybe two spans)
+        ms, me = lo[head], hi[np.r_[np.flatnonzero(head)[1:] - 1, len(lo) - 1]]
+        covered = np.zeros(len(q), np.int64)
+        np.add.at(covered, np.searchsorted(qa, ms, "right") - 1, me - ms)
+        out[q] -= covered
+    return out

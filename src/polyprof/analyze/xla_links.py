@@ -25,6 +25,16 @@ it, so the runs of one device follow each other whichever pool thread each ran o
 run depends on the run of its device that ended last by its start (a zero-weight edge
 from that run's last end into the first call of the run on each thread it ran on); runs
 that overlapped in time ran independently and are not linked.
+
+The dispatching thread's wait (:func:`blocking_dispatches`, :func:`blocked_edges`): PjRt's
+dispatch of a program (``CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice``,
+``DISPATCH_CALLS``) usually returns before the run it enqueued ends, but it may outlast
+it (its thread descheduled while the run's threads hold the cores, or a multi-device
+``Execute (jit_step)`` waiting for its launches): then the call, from the run's start to
+its end, waits for the run, as a CUDA sync call for its kernels. Its thread's time during
+the run (the call's own time and its children's: ``Wait for LaunchOnDevice completion``)
+weighs nothing, and the thread's first node at or after the run's end depends on the
+run's last end (zero weight); a dispatch that ends before its run does stays work.
 """
 
 from __future__ import annotations
@@ -60,6 +70,22 @@ def xla_waits(trace: Trace, ops: np.ndarray) -> np.ndarray:
     if not bool(ops.any()):
         return np.zeros(len(trace.strings), bool)
     return names_in(trace, XLA_WAIT_CALLS)
+
+
+#: PjRt's dispatch of a compiled program (name prefixes): the call on the thread that called
+#: the jitted function, which enqueues its run(s) on the client's pool threads
+DISPATCH_CALLS = ("CommonPjRtLoadedExecutable::Execute", "PjRtCpuLoadedExecutable::Execute",
+                  "TfrtCpuExecutable::Execute", "PjRtStreamExecutorLoadedExecutable::Execute")
+
+
+def xla_dispatches(trace: Trace, ops: np.ndarray) -> np.ndarray:
+    """Per string id: a name of PjRt's dispatch of a program (``DISPATCH_CALLS``, as
+    prefixes), none where the trace has no XLA host op (``ops``): one test per name,
+    not per event."""
+    out = np.zeros(len(trace.strings), bool)
+    if bool(ops.any()):
+        out[:] = np.fromiter((s.startswith(DISPATCH_CALLS) for s in trace.strings), bool, len(trace.strings))
+    return out
 
 
 def wait_edges(thread: np.ndarray, node_time: np.ndarray, is_op: np.ndarray, is_wait: np.ndarray,
@@ -178,3 +204,81 @@ def run_order_edges(thread: np.ndarray, node_time: np.ndarray, is_member: np.nda
     src, dst = 2 * m[last_at[p[ok]]] + 1, 2 * m[entry[ok]]
     ok = node_time[src] <= node_time[dst]
     return src[ok], dst[ok]
+
+
+def blocking_dispatches(thread: np.ndarray, node_time: np.ndarray, is_dispatch: np.ndarray, is_op: np.ndarray,
+                        run: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(thread, run start, run end, the node of the run's last end) per program run a
+    dispatch outlasted: per host call of the window (graph event ``i``, nodes ``2i`` and
+    ``2i + 1``; ``thread``: its thread), ``is_dispatch``: PjRt's dispatch of a program
+    (:func:`xla_dispatches`), ``is_op``: an XLA op, ``run``, ``device``: as
+    :func:`run_order_edges`. A run (its ops: the wait for completion of the thread that
+    ran it may return after its dispatch did, the thread descheduled) is outlasted by the outermost dispatch on a thread
+    where the run has no call that started at or before the run's first start and ended at
+    or after its last end, naming the run's :data:`RUN_STAT` and :data:`DEVICE_STAT` or
+    none. One search per dispatching thread (a handful)."""
+    d = np.flatnonzero(is_dispatch)
+    m = np.flatnonzero(is_op & (run != -1))  # (a run id may be negative)
+    if not len(d) or not len(m):
+        return _NONE, _NONE, _NONE, _NONE
+    _, first, code = unique_rows(device[m], run[m])
+    s, e = node_time[2 * m], node_time[2 * m + 1]
+    n_runs = len(first)
+    r_start = np.full(n_runs, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(r_start, code, s)
+    by_end = lexsort((e, code))  # per run, its calls by end: the last one ends the run
+    last = by_end[np.searchsorted(code[by_end], np.arange(n_runs), "right") - 1]
+    r_end, r_run, r_dev = e[last], run[m][first], device[m][first]
+    parts: list[tuple[np.ndarray, np.ndarray]] = []  # (thread, run)
+    for th in unique(thread[d]).tolist():
+        c = d[thread[d] == th]
+        c = c[np.argsort(node_time[2 * c], kind="stable")]
+        c_s, c_e = node_time[2 * c], node_time[2 * c + 1]
+        outer = np.maximum.accumulate(np.where(c_e >= np.maximum.accumulate(c_e), np.arange(len(c)), 0))
+        at = np.searchsorted(c_s, r_start, "right") - 1  # the dispatches started by the run's start
+        ok = at >= 0
+        call = c[outer[np.maximum(at, 0)]]  # among them, the one ending last (the outermost)
+        ok &= node_time[2 * call + 1] >= r_end
+        ok &= ((run[call] == r_run) | (run[call] == -1)) & ((device[call] == r_dev) | (device[call] < 0))
+        on_th = np.zeros(n_runs, bool)
+        on_th[code[thread[m] == th]] = True  # runs with a call on this thread: not its dispatch's wait
+        ok &= ~on_th
+        parts.append((np.full(int(ok.sum()), th, np.int64), np.flatnonzero(ok)))
+    th_of, r = (np.concatenate(p) for p in zip(*parts))
+    return th_of, r_start[r], r_end[r], 2 * m[last[r]] + 1
+
+
+def blocked(thread: np.ndarray, a_time: np.ndarray, b_time: np.ndarray,
+            windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """Per edge of a host thread's walk (from ``a_time`` to ``b_time`` on ``thread``):
+    it overlaps one of the ``windows`` of its thread (:func:`blocking_dispatches`: the
+    thread waits there), so it weighs nothing."""
+    w_th, w_s, w_e, _ = windows
+    out = np.zeros(len(thread), bool)
+    for th in unique(w_th).tolist():
+        o = np.argsort(w_s[w_th == th], kind="stable")
+        s, e = w_s[w_th == th][o], np.maximum.accumulate(w_e[w_th == th][o])
+        q = np.flatnonzero(thread == th)
+        at = np.searchsorted(s, b_time[q], "left") - 1  # the windows starting before the edge ends
+        ok = at >= 0
+        out[q[ok]] = e[at[ok]] > a_time[q[ok]]
+    return out
+
+
+def blocked_edges(walk_thread: np.ndarray, walked: np.ndarray, node_time: np.ndarray,
+                  windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(source, destination) nodes: per window of :func:`blocking_dispatches`, from the
+    run's last end into the first node of the waiting thread's walk (``walked``, each
+    thread's nodes in time order; ``walk_thread``: per host call its thread) at or after
+    it."""
+    w_th, _, w_e, w_node = windows
+    src, dst = [], []
+    node_th = walk_thread[walked >> 1]
+    for th in unique(w_th).tolist():
+        nodes = walked[node_th == th]
+        q = np.flatnonzero(w_th == th)
+        at = np.searchsorted(node_time[nodes], w_e[q], "left")
+        ok = at < len(nodes)
+        src.append(w_node[q[ok]])
+        dst.append(nodes[at[ok]])
+    return (np.concatenate(src), np.concatenate(dst)) if src else (_NONE, _NONE)
