@@ -123,15 +123,19 @@ def _one(address: str, channel: grpc.Channel, duration_ms: int, session_id: str,
 
     host_name = re.sub(r"[^A-Za-z0-9._-]", "_", address) + "-" + secrets.token_hex(4)
     repo = tempfile.mkdtemp(prefix="polyprof-capture-")
+    states: list[grpc.ChannelConnectivity] = []  # whether the call reached a server (describe_rpc_error)
+    channel.subscribe(states.append)
     try:
         response = _call(address, channel, request_for(duration_ms, session_id, repo, host_name),
                          duration_ms / 1000 + grace_s, token)
         return _read_response(address, response, Path(repo) / session_id)
     except grpc.RpcError as e:
-        return Captured(address, error=describe_rpc_error(e, address, duration_ms / 1000 + grace_s))
+        return Captured(address, error=describe_rpc_error(e, address, duration_ms / 1000 + grace_s,
+                                                          connected=grpc.ChannelConnectivity.READY in states))
     except ValueError as e:  # a channel closed under the call (Ctrl-C)
         return Captured(address, error=f"cancelled ({e})")
     finally:
+        channel.unsubscribe(states.append)
         shutil.rmtree(repo, ignore_errors=True)
 
 
@@ -171,6 +175,11 @@ def _turned_away(e: grpc.RpcError, address: str) -> bool:
     if code != grpc.StatusCode.UNAVAILABLE or not any(m in details for m in _CONNECTION_FAILED) \
             or any(m in details for m in _TLS_FAILED):
         return False  # (an answer of the server's own: "polyprof: ...", TSL's "another session")
+    return _listening(address)
+
+
+def _listening(address: str) -> bool:
+    """Whether something accepts a connection at ``address`` now."""
     try:
         with socket.create_connection(split_address(address), timeout=2):
             return True
@@ -192,13 +201,25 @@ def _read_response(address: str, response: pb.ProfileResponse, saved_dir: Path) 
                                    "response; capture it from that machine")
 
 
-def describe_rpc_error(e: BaseException, address: str, timeout_s: float) -> str:
-    """One line for a failed call: what the server (or gRPC) said."""
+def describe_rpc_error(e: BaseException, address: str, timeout_s: float, connected: bool = False) -> str:
+    """One line for a failed call: what the server (or gRPC) said. UNAVAILABLE is no
+    server, unless the call had reached one (``connected``: the channel was ready): then
+    the connection ended under it, because the program ended or was killed during the
+    capture (nothing listens there now) or the server closed it. gRPC's details then say
+    "Connection reset by peer", "Socket closed" or "Connection refused", by how it last
+    tried; the first two also mean a server had accepted the connection."""
     code = e.code() if hasattr(e, "code") else None
     details = (e.details() if hasattr(e, "details") else str(e)) or ""
     name = getattr(code, "name", "ERROR")
     if name == "UNAVAILABLE":
-        return f"no profiler server answers at {address} ({details})"
+        low = details.lower()  # a connection reset or closed was one a server had accepted
+        if not connected and not any(m in low for m in (*_CONNECTION_FAILED, "stream removed")):
+            return f"no profiler server answers at {address} ({details})"
+        if _listening(address):
+            return (f"the server at {address} closed the connection ({details}): it ended the capture, or turned "
+                    "the connection away at its connection cap (docs/capture.md)")
+        return (f"the program serving at {address} ended or was killed during the capture, which is lost (the "
+                f"connection ended under the call, and nothing listens there now: {details})")
     if name == "DEADLINE_EXCEEDED":
         return f"no answer within {timeout_s:.0f} s"
     if name == "UNIMPLEMENTED":

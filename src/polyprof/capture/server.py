@@ -33,6 +33,7 @@ from ..collect.clock import now_ns
 
 if TYPE_CHECKING:
     import grpc
+    import numpy as np
 
     from ..collect.plugin import Plugin
     from ..trace.core import Trace
@@ -181,7 +182,10 @@ class CaptureService:
         log.info("capture %s from %s: %d ms", capture.session_id, capture.peer, capture.duration_ms)
         notes: list[str] = []
         with logs.diverted(notes):  # the capture's warnings go in its trace, not the program's stderr
-            session = Session(self.plugins, collect_timeout=self.collect_timeout)
+            # the program runs on after the capture: the sections open at its stop are kept, cut
+            # there (collect/opened.py), and then at the window's end (window())
+            session = Session(self.plugins, collect_timeout=self.collect_timeout,
+                              options={"host": {"keep_open_sections": True}})
             asked = now_ns()
             try:
                 session.start()
@@ -254,9 +258,11 @@ def window(trace: Trace, opened: int, closed: int, startup_ns: int) -> Trace:
     session's start, before the device plugins (torch.profiler's first start in a process
     takes seconds): without this its sections would span that start-up too, the device's
     events not. As a ``--delay``/``--duration`` window (collect/schedule.py): events that
-    overlap the window are kept whole, counter samples in it kept; the session's start and
-    stop are the window's, and the step marks cut by its edges are cut to it (step 0 runs
-    from the window's start, as from a session's). ``capture`` in the metadata gets
+    overlap the window are kept whole, counter samples in it kept (and each counter's last
+    before it); the session's start and stop are the window's, and the step marks cut by
+    its edges are cut to it (step 0 runs from the window's start, as from a session's),
+    as are the sections open at the session's stop (stat ``open_at_stop``: the program
+    runs on, collect/opened.py) at its end. ``capture`` in the metadata gets
     ``window_ns`` and ``startup_s``, and a start-up over :data:`SLOW_START_S` is a warning."""
     # the subsets and steps only when a capture ends (a server that waits loads none of it)
     import numpy as np
@@ -264,12 +270,15 @@ def window(trace: Trace, opened: int, closed: int, startup_ns: int) -> Trace:
     from ..derive.steps import find_steps  # (the same reason)
     from ..trace.subset import in_windows, take  # (the same reason)
 
-    out = take(trace, in_windows(trace, [(opened, closed)]), counter_ranges=[(opened, closed)])
+    out = take(trace, in_windows(trace, [(opened, closed)]), counter_ranges=[(opened, closed)],
+               level_at_start=True)  # each counter's level at the window's start
     steps = find_steps(out)
     ev, rows = out.events, steps.rows
     ends = ev["start_ns"][rows] + ev["dur_ns"][rows]
     ev["start_ns"][rows] = np.maximum(ev["start_ns"][rows], opened)
     ev["dur_ns"][rows] = np.maximum(np.minimum(ends, closed) - ev["start_ns"][rows], 0)
+    cut = _open_at_stop(out)  # the sections open at the session's stop end at the window's end
+    ev["dur_ns"][cut] = np.maximum(np.minimum(ev["start_ns"][cut] + ev["dur_ns"][cut], closed) - ev["start_ns"][cut], 0)
     session = out.metadata.get(mkeys.SESSION)
     if isinstance(session, dict):
         session.update(start_ns=opened, stop_ns=closed)
@@ -282,6 +291,18 @@ def window(trace: Trace, opened: int, closed: int, startup_ns: int) -> Trace:
         out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": note})
         log.info("%s", note)
     return out
+
+
+def _open_at_stop(trace: Trace) -> np.ndarray:
+    """The rows of the sections the host plugin recorded cut at the session's stop."""
+    import numpy as np  # (as window())
+
+    from ..collect.opened import OPEN_AT_STOP  # (the same reason)
+
+    col = trace.stats.get(OPEN_AT_STOP)
+    if col is None:
+        return np.zeros(0, np.int64)
+    return col.rows[np.asarray(col.values).astype(bool)].astype(np.int64)
 
 
 class Server:

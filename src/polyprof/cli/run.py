@@ -306,9 +306,16 @@ def _prepared(args: argparse.Namespace) -> options.SessionOptions | int:
         print(f"polyprof: note: {target} starts each rank in a child process, which this session does not "
               "record (it records the launcher); to profile the ranks, run polyprof under the launcher: "
               "`torchrun ... -m polyprof run SCRIPT ...` (docs/ranks.md)", file=sys.stderr)
-    serve = args.serve or os.environ.get("POLYPROF_SERVE", "").strip()
-    if serve:
-        return _run_serving(args, serve)
+    if args.serve:
+        return _run_serving(args, args.serve, "--serve")
+    from_env = os.environ.get("POLYPROF_SERVE", "").strip()
+    if from_env:
+        asked = _recording_flags(args)
+        if not asked:
+            return _run_serving(args, from_env, "POLYPROF_SERVE")
+        print(f"polyprof: note: POLYPROF_SERVE={from_env} is set in the environment, but {', '.join(asked)} "
+              f"{'asks' if len(asked) == 1 else 'ask'} for a recording of this run: it records as asked and serves no captures (give --serve to serve, "
+              "or unset POLYPROF_SERVE)", file=sys.stderr)
     settings = session_options(args)  # flags over $POLYPROF_* over the defaults
     if settings.output is None:
         stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
@@ -555,21 +562,27 @@ def _no_module(name: str) -> bool:
         sys.path.pop(0)
 
 
-def _run_serving(args: argparse.Namespace, address: str) -> int:
-    """Run the script with a capture server and no session of its own."""
+def _recording_flags(args: argparse.Namespace) -> list[str]:
+    """The flags given for a session of the run's own (output, schedule, window...): a run
+    that serves has none (a capture records as its client asks, with the plugins given)."""
+    from ..collect.options import flag_of, from_arguments  # (as session_options)
+
+    return [flag_of(n) for n in sorted(set(from_arguments(args)) - {"plugins", "collect_timeout", "plugin_options"})]
+
+
+def _run_serving(args: argparse.Namespace, address: str, how: str) -> int:
+    """Run the script with a capture server and no session of its own (``how``: --serve or POLYPROF_SERVE)."""
     from ..capture import serve_address
 
-    from ..collect.options import flag_of, from_arguments
-
-    # a capture is recorded as the client asks (its duration), by these plugins; the
-    # session's other options (output, schedule, limits...) have no session to apply to
-    unused = sorted(set(from_arguments(args)) - {"plugins", "collect_timeout", "plugin_options"})
-    if unused:
+    unused = _recording_flags(args)
+    if unused:  # only with --serve: POLYPROF_SERVE gives way to them (_prepared)
         raise PolyprofError(f"--serve records what a capture client asks for, with the plugins given; "
-                            f"{', '.join(map(flag_of, unused))} apply to a run without it")
+                            f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to a run without it")
     settings = session_options(args)
     server = serve_address(address, plugins=settings.plugins, collect_timeout=settings.collect_timeout)
-    print(f"polyprof: serving captures on {server.address} (auth: {server.secured})", file=sys.stderr)
+    why = "" if how == "--serve" else f", as POLYPROF_SERVE={address} in the environment asks: this run writes " \
+        "no trace of its own (unset it, or give -o, to record the whole run)"
+    print(f"polyprof: serving captures on {server.address} (auth: {server.secured}){why}", file=sys.stderr)
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
     pid = os.getpid()
     _received.clear()

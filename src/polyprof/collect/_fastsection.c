@@ -17,6 +17,11 @@
  * `__exit__` closes the latest opening of the calling thread; `end()` may also close
  * an opening made on another thread (begin() here, end() there).
  *
+ * Open sections: each object whose slot is taken is on one intrusive doubly linked list
+ * (two pointer stores at the opening and at the close, no allocation), so a session that
+ * stops while the program runs on (a capture) can record the sections still open, cut
+ * at its stop (`open_sections`).
+ *
  * Everything below runs with the GIL held; state changes never straddle a call that
  * can run Python code (allocation may run the GC, hence finalizers).
  */
@@ -55,7 +60,7 @@ now_ns(void)
 #endif
 }
 
-typedef struct {
+typedef struct Section {
     PyObject_HEAD
     PyObject *name;
     PyObject *stats;   /* dict of keyword stats, or NULL when there are none */
@@ -63,7 +68,34 @@ typedef struct {
     int64_t t0;        /* the slot's start */
     unsigned long tid; /* the slot's thread */
     PyObject *more;    /* NULL, or dict {ident: [(t0, list), ...]} of further openings */
+    struct Section *open_prev, *open_next;  /* on g_open while the slot is taken */
 } Section;
+
+/* The objects whose slot is taken (borrowed: an object unlinks itself when its slot is
+ * freed or when it is deallocated). */
+static Section *g_open;
+
+static void
+open_link(Section *self)
+{
+    self->open_prev = NULL;
+    self->open_next = g_open;
+    if (g_open != NULL)
+        g_open->open_prev = self;
+    g_open = self;
+}
+
+static void
+open_unlink(Section *self)
+{
+    if (self->open_prev != NULL)
+        self->open_prev->open_next = self->open_next;
+    else if (g_open == self)
+        g_open = self->open_next;
+    if (self->open_next != NULL)
+        self->open_next->open_prev = self->open_prev;
+    self->open_prev = self->open_next = NULL;
+}
 
 static PyTypeObject SectionType;
 
@@ -98,6 +130,7 @@ section_new_impl(PyTypeObject *type, PyObject *name, PyObject *stats)
     self->t0 = 0;
     self->tid = 0;
     self->more = NULL;
+    self->open_prev = self->open_next = NULL;
     return (PyObject *)self;
 }
 
@@ -149,6 +182,8 @@ section_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static void
 section_dealloc(Section *self)
 {
+    if (self->list != NULL)
+        open_unlink(self);
     Py_XDECREF(self->name);
     Py_XDECREF(self->stats);
     Py_XDECREF(self->list);
@@ -226,6 +261,7 @@ section_enter(Section *self, PyObject *Py_UNUSED(ignored))
         self->list = list;     /* the reference taken above */
         self->tid = tid;
         self->t0 = now_ns();
+        open_link(self);
         return Py_NewRef(self);
     }
     if (push_more(self, list, tid) < 0) {
@@ -351,6 +387,7 @@ close_section(Section *self, int loose)
         return 0;  /* not opened on this thread (e.g. entered before the session began) */
     list = self->list;  /* take the slot before anything that can run other threads */
     self->list = NULL;
+    open_unlink(self);
     t0 = self->t0;
     otid = self->tid;
     rc = record(self, list, t0, t1, otid);
@@ -714,7 +751,73 @@ fatal_note(PyObject *Py_UNUSED(module), PyObject *arg)
     return PyLong_FromLong(n_installed);
 }
 
+/* open_sections(list) -> [(name, t0, stats or None, ident), ...]: the openings not yet
+ * closed that record into `list` (a recorder's sections): the slot of each object on
+ * g_open, and the further openings on its stacks. The objects are held first (no
+ * allocation while the list is walked: an allocation may run the GC, hence Python code
+ * that opens or closes sections). */
+static PyObject *
+open_sections(PyObject *Py_UNUSED(module), PyObject *list)
+{
+    Py_ssize_t n = 0, i, j;
+    Section *s, **held;
+    PyObject *out, *tup;
+    for (s = g_open; s != NULL; s = s->open_next)
+        n++;
+    held = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Section *));
+    if (held == NULL)
+        return PyErr_NoMemory();
+    for (i = 0, s = g_open; s != NULL && i < n; s = s->open_next, i++) {
+        Py_INCREF(s);
+        held[i] = s;
+    }
+    n = i;
+    out = PyList_New(0);
+    for (i = 0; i < n && out != NULL; i++) {
+        s = held[i];
+        if (s->list == list) {
+            tup = Py_BuildValue("(OLOk)", s->name, (long long)s->t0,
+                                s->stats != NULL && PyDict_GET_SIZE(s->stats) > 0 ? s->stats : Py_None, s->tid);
+            if (tup == NULL || PyList_Append(out, tup) < 0)
+                Py_CLEAR(out);
+            Py_XDECREF(tup);
+        }
+        if (out != NULL && s->more != NULL && PyDict_GET_SIZE(s->more) > 0) {
+            PyObject *items = PyDict_Items(s->more);
+            if (items == NULL)
+                Py_CLEAR(out);
+            for (j = 0; out != NULL && j < PyList_GET_SIZE(items); j++) {
+                PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, j), 0);
+                PyObject *stack = PyTuple_GET_ITEM(PyList_GET_ITEM(items, j), 1);
+                PyObject *ident = PyTuple_Check(key) ? PyTuple_GET_ITEM(key, 0) : key;
+                Py_ssize_t k;
+                for (k = 0; out != NULL && PyList_Check(stack) && k < PyList_GET_SIZE(stack); k++) {
+                    PyObject *entry = PyList_GET_ITEM(stack, k);
+                    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 || PyTuple_GET_ITEM(entry, 1) != list)
+                        continue;
+                    Py_INCREF(entry);  /* the allocations below may run code that pops it */
+                    tup = PyTuple_Pack(4, s->name, PyTuple_GET_ITEM(entry, 0),
+                                       s->stats != NULL && PyDict_GET_SIZE(s->stats) > 0 ? s->stats : Py_None,
+                                       ident);
+                    Py_DECREF(entry);
+                    if (tup == NULL || PyList_Append(out, tup) < 0)
+                        Py_CLEAR(out);
+                    Py_XDECREF(tup);
+                }
+            }
+            Py_XDECREF(items);
+        }
+    }
+    for (i = 0; i < n; i++)
+        Py_DECREF(held[i]);
+    PyMem_Free(held);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
+    {"open_sections", open_sections, METH_O,
+     "open_sections(list): (name, start_ns, stats or None, ident) of each opening not yet closed that records "
+     "into list."},
     {"fatal_note", fatal_note, METH_O,
      "fatal_note(tail): a line on fd 2 when a fatal signal ends the process (see the source); None: off."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,

@@ -223,6 +223,8 @@ class Recorder:
 
 
 _append: Callable[[tuple], None] | None = None  # the active recorder's sections.append
+#: id -> PySection whose slot is taken (the compiled type keeps its own list): collect/opened.py
+_open: dict[int, "PySection"] = {}
 #: the crash journal's growth hook (:func:`set_growth`) and the sections' count to call it at
 _grow: Callable[[], int] | None = None
 _grow_at = sys.maxsize
@@ -347,6 +349,7 @@ class PySection:
                 self._app = app
                 self._tid = tid
                 self._t0 = _now()
+                _open[id(self)] = self  # open now (collect/opened.py)
             else:
                 if self._more is None:
                     self._more = {}
@@ -361,6 +364,7 @@ class PySection:
             tid = _get_ident()
             if self._tid == tid:  # else opened on another thread: not ours to close
                 t0 = self._t0
+                _open.pop(id(self), None)  # before the slot is free: a new opening registers after
                 self._app = None
                 app((self.name, t0, t1, self.stats or None, tid))
                 # self._recorded(), inlined: the common path makes no further call
@@ -402,6 +406,7 @@ class PySection:
             return  # not opened on this thread (e.g. entered before the session began)
         t0, otid = self._t0, self._tid
         self._app = None  # take the slot: no call since reading it
+        _open.pop(id(self), None)
         held((self.name, t0, t1, self.stats or None, otid))
         self._recorded()
 

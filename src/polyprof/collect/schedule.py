@@ -206,22 +206,31 @@ class Timed:
                                                       for p in plugins if step_bound(p)}
 
     def begin(self) -> None:
-        """At the session's start, before the plugins start."""
+        """At the session's start, before the plugins start: those that can pause are
+        paused until the window opens."""
         if self.delay_s > 0:
             self._want(False, self.start_ns, on_thread=True)
-            self._at(self.delay_s, True)
-        if self.duration_s is not None:
-            self._at(self.delay_s + self.duration_s, False)
 
-    def _at(self, seconds: float, want: bool) -> None:
-        """``_want(want)`` in ``seconds``, on a thread the program's profilers do not see
-        (collect/background.py)."""
+    def arm(self) -> None:
+        """Once the plugins have started: the timer that opens and closes the window at
+        its instants on the session clock (``open_ns``, ``close_ns``), not at delays counted
+        from now, however long the plugins took to be made and started. One thread for
+        both, in order: an instant already past fires at once, the opening first."""
         from .clock import now_ns  # the clock imports the trace's keys: not on every import of this module
 
-        def fire() -> None:
-            self._want(want, now_ns())  # once: None ends the thread
+        todo: list[tuple[int, bool]] = [(self.open_ns, True)] if self.delay_s > 0 else []
+        if self.close_ns is not None:
+            todo.append((self.close_ns, False))
+        if not todo:
+            return
 
-        self._timers.append(background.start(fire, seconds, "polyprof-window"))
+        def fire() -> float | None:
+            t = now_ns()
+            while todo and todo[0][0] <= t:
+                self._want(todo.pop(0)[1], t)
+            return None if not todo else (todo[0][0] - t) / 1e9  # None ends the thread
+
+        self._timers.append(background.start(fire, max(0.0, (todo[0][0] - now_ns()) / 1e9), "polyprof-window"))
 
     def _want(self, want: bool, t_ns: int, on_thread: bool = False) -> None:
         with self._lock:
@@ -383,7 +392,7 @@ def finish(drv: Driver | Timed, trace: Trace, end: int, parts: Sequence[tuple[ob
     from ..trace.subset import in_windows, take  # (the same reason)
 
     windows = drv.end(end)
-    out = take(trace, in_windows(trace, windows), counter_ranges=windows)
+    out = take(trace, in_windows(trace, windows), counter_ranges=windows, level_at_start=True)
     out.metadata[mkeys.SCHEDULE] = drv.summary()
     if not windows:
         unseen = "" if drv.step else " (no step seen: call polyprof.step() in each; JAX's are not)"

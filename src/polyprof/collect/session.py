@@ -166,6 +166,8 @@ class Session:
             self._driver = Timed(self.settings.delay, self.settings.duration, start,
                                  [s.plugin for s in self._slots], lambda name, msg: self._error(name, "window", msg))
             self._driver.begin()
+            # in the crash journal's header (the host plugin starts below): a killed run's .partial has its window
+            self._ctx.session_info["window"] = {k: v for k, v in self._driver.summary().items() if k != "recorded_steps"}
         seen: set[int] = set()
         for slot in self._slots:
             if id(slot.plugin) in seen:  # the same object twice: the contract says one start
@@ -179,6 +181,9 @@ class Session:
                 slot.status = "started"
         if self._driver is not None:
             self._follow_steps(self._driver)
+            arm = getattr(self._driver, "arm", None)  # a window's timers: at its instants on the session clock
+            if arm is not None:
+                arm()
         exits.track(self)  # an exec or os._exit in the program saves the trace first
         return self
 

@@ -32,7 +32,7 @@ _REQUIRED = {j.THREAD: ("ident", "name", "tid"), j.SECTION: ("name", "start_ns",
              j.MARK: ("name", "start_ns", "ident"), j.COUNTER: ("name", "start_ns", "value"),
              j.STEP: ("start_ns",), j.PROCESS: ("start_ns", "value", "end_ns", "tid")}
 #: header fields and their types (others are kept as they are)
-_HEADER_TYPES = {"start_ns": int, "pid": int, "hostname": str, "argv": list, "wall_anchor": dict}
+_HEADER_TYPES = {"start_ns": int, "pid": int, "hostname": str, "argv": list, "wall_anchor": dict, "window": dict}
 
 
 @guarded
@@ -71,8 +71,32 @@ def load(path: str | Path) -> Trace:
     records = _records(table, header)
     del table, batches, stream, data  # the records are copies: the journal's columns go before the build
     trace = build(records, meta)
+    if isinstance(header.get("window"), dict):
+        _window(trace, header["window"])
     log.info("%s: recovered %d events from a crash journal", path, trace.n_events)
     return trace
+
+
+def _window(trace: Trace, window: dict) -> None:
+    """A ``--delay``/``--duration`` run's window (the header's ``window``: delay_s,
+    duration_s, windows_ns) in the recovered trace's ``schedule``, as a finished run has
+    it: its recorded steps are those wholly inside it, which the analyses keep to. The
+    journal holds the whole run's host data (the host plugin records outside a window)."""
+    from ..derive.steps import find_steps  # a window's journal only
+
+    wins = window.get("windows_ns")
+    if not (isinstance(wins, list) and len(wins) == 1 and isinstance(wins[0], list) and len(wins[0]) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and abs(v) <= TIME_LIMIT_NS for v in wins[0])):
+        trace.metadata.setdefault("warnings", []).append("the window in the journal's header is damaged: ignored")
+        return
+    lo, hi = wins[0]
+    stop = int(trace.metadata["session"]["stop_ns"])
+    steps = find_steps(trace)
+    whole = (steps.start >= lo) & (steps.end <= (stop if hi < 0 else hi))
+    trace.metadata["schedule"] = {"delay_s": window.get("delay_s"), "duration_s": window.get("duration_s"),
+                                  "windows_ns": [[lo, hi]], "recorded_steps": steps.number[whole].tolist()}
+    if stop < lo:
+        trace.metadata["warnings"].append("the program ended before its window opened: nothing in it was recorded")
 
 
 def _header(meta: dict) -> tuple[dict, list[str]]:

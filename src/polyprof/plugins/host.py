@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ..collect import recorder as rec_mod
-from ..collect import background, steps
+from ..collect import background, opened, steps
 from ..collect.clock import now_ns
 from ..collect.journal import JournalWriter
 from ..collect.plugin import Plugin, SessionContext
@@ -111,6 +111,10 @@ class HostPlugin(Plugin):
     """Options: ``sample_interval_s`` (default 0.02; 0 disables process sampling);
     ``max_events`` (default none: keep every section; else the oldest beyond it are
     dropped and counted, the session's ``--max-events``);
+    ``keep_open_sections`` (default False: a session that stops at the program's end
+    records only the sections that closed; a capture's server sets it, the program running
+    on: the sections open at the stop are recorded cut there, with the stat
+    ``open_at_stop``, collect/opened.py);
     ``journal_interval_s`` (default 0.5: what was recorded waits at most that long
     before its batch is built and written, so a kill loses at most the last second;
     0 disables the crash journal, which is kept only when the session writes an output
@@ -167,6 +171,10 @@ class HostPlugin(Plugin):
         self.recorder.snapshot_threads()
         if rec_mod.active_recorder() is self.recorder:
             rec_mod.activate(None)
+        if self.options.get("keep_open_sections"):  # a capture's stop: the program runs on (collect/opened.py)
+            cut = opened.cut_at(self.recorder, self.stop_ns)
+            if cut:
+                log.info("plugin host: %d section(s) open at the stop, recorded cut there (stat open_at_stop)", cut)
         rec_mod.watch_thread_starts(None)
         if self.sampler:
             self.sampler.stop()

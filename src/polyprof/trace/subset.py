@@ -3,7 +3,8 @@ window of an export.
 
 Planes, tracks, strings, sources and metadata stay as they are (a plane or track may
 end up without events); stats keep the values of the kept rows; a flow is kept when
-both its ends are; counters are kept inside the time ranges given (all when none).
+both its ends are; counters are kept inside the time ranges given (all when none) and,
+for a recording window, each series' last sample before each range (its level there).
 One pass of array indexing, no per-event Python objects.
 """
 
@@ -18,8 +19,14 @@ from .core import Trace
 from .stats import RowMap, StatTable
 
 
-def take(trace: Trace, keep: np.ndarray, counter_ranges: Sequence[tuple[int, int]] | None = None) -> Trace:
-    """The trace with the events where ``keep`` is True (a bool array, one per event)."""
+def take(trace: Trace, keep: np.ndarray, counter_ranges: Sequence[tuple[int, int]] | None = None,
+         level_at_start: bool = False) -> Trace:
+    """The trace with the events where ``keep`` is True (a bool array, one per event).
+
+    ``counter_ranges``: the counter samples kept (all when None); ``level_at_start``: with
+    them, also each counter series' last sample before each range's start, so the level
+    at the range's start is known (a recording window: a section that begins before the
+    first sample inside it still has a level, and a mean, from its start)."""
     keep = np.asarray(keep, bool)
     if len(keep) != trace.n_events:
         raise ValueError(f"keep has {len(keep)} entries for {trace.n_events} events")
@@ -37,12 +44,26 @@ def take(trace: Trace, keep: np.ndarray, counter_ranges: Sequence[tuple[int, int
         ck = np.zeros(len(c["ts_ns"]), bool)
         for t0, t1 in counter_ranges:
             ck |= (c["ts_ns"] >= t0) & (c["ts_ns"] <= t1)
+            if level_at_start:
+                ck[_last_before(c, t0)] = True
         counters = {k: v[ck] for k, v in c.items()}
     else:
         counters = dict(c)
     return Trace(strings=list(trace.strings), planes=list(trace.planes), tracks=list(trace.tracks),
                  events=events, stats=stats, flows=flows, counters=counters,
                  metadata=copy.deepcopy(trace.metadata), sources=list(trace.sources)).validate()
+
+
+def _last_before(c: dict[str, np.ndarray], t0: int) -> np.ndarray:
+    """The rows of each counter series' (plane, name) last sample before ``t0``."""
+    rows = np.flatnonzero(c["ts_ns"] < t0)
+    if not len(rows):
+        return rows
+    rows = rows[np.lexsort((c["ts_ns"][rows], c["name"][rows], c["plane"][rows]))]
+    p, n = c["plane"][rows], c["name"][rows]
+    last = np.ones(len(rows), bool)
+    last[:-1] = (p[1:] != p[:-1]) | (n[1:] != n[:-1])
+    return rows[last]
 
 
 def overlapping(trace: Trace, ranges: Sequence[tuple[int, int]]) -> np.ndarray:

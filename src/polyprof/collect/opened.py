@@ -1,0 +1,47 @@
+"""The sections still open when a session stops while the program runs on (a capture's
+stop): recorded cut at the stop, marked ``open_at_stop`` (docs/capture.md).
+
+A section is recorded when it closes. A session that stops at the program's end has
+none open that matter (``polyprof run`` turns the end's signals into ``SystemExit`` so
+they close: docs/architecture.md), but a capture's session stops while the program runs
+on, inside its loop: the step's sections open then would be dropped, while the device
+work launched inside them is kept. Each section object whose first opening is not
+closed is known (the compiled type's list of open objects, ``_fastsection.open_sections``,
+and :data:`recorder._open` for the Python type); those that record into the stopping
+recorder are its open sections. A section opened before the session started records
+nothing (no session was there to record it) and is not among them.
+"""
+
+from __future__ import annotations
+
+from . import recorder as rec_mod
+
+#: the stat that marks a section cut at the session's stop
+OPEN_AT_STOP = "open_at_stop"
+
+
+def open_sections(rec: rec_mod.Recorder) -> list[tuple[str, int, dict[str, object] | None, int]]:
+    """(name, start_ns, stats or None, thread ident) of each opening not yet closed that
+    records into ``rec``."""
+    out: list[tuple[str, int, dict[str, object] | None, int]] = []
+    fast = rec_mod._fast
+    if fast is not None and hasattr(fast, "open_sections"):  # an extension built before may lack it
+        out.extend(fast.open_sections(rec.sections))
+    app = rec.sections.append
+    for sec in list(rec_mod._open.values()):
+        held = sec._app
+        if held is not None and held == app:
+            out.append((sec.name, sec._t0, sec.stats or None, sec._tid))
+        for key, stack in list((sec._more or {}).items()):
+            ident = key[0] if isinstance(key, tuple) else key
+            out.extend((sec.name, t0, sec.stats or None, ident) for t0, a in list(stack) if a == app)
+    return out
+
+
+def cut_at(rec: rec_mod.Recorder, stop_ns: int) -> int:
+    """Record ``rec``'s open sections as ending at ``stop_ns``, each with the stat
+    ``open_at_stop``; how many."""
+    got = open_sections(rec)
+    for name, t0, stats, ident in got:
+        rec.sections.append((name, t0, max(t0, stop_ns), {**(stats or {}), OPEN_AT_STOP: True}, ident))
+    return len(got)
