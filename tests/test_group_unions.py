@@ -108,6 +108,6 @@ def test_idle_rows_equal_stream_by_stream():
         v = device_view(t)
         ls = np.where(v.launch >= 0, t.events["start_ns"][np.maximum(v.launch, 0)], -1)
         for limit in (breakdown.KERNEL_WAIT_MAX_NS, 5_000):
-            want = breakdown._idle_rows_one_by_one(t, v, ls, limit)
-            assert breakdown._idle_rows(t, v, ls, limit) == want
+            want = breakdown._idle_rows_one_by_one(t, v, ls, limit, *v.span)
+            assert breakdown._idle_rows(t, v, ls, limit, *v.span) == want
             assert all(r[3] >= 0 for r in want)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..derive.intervals import covered, union
 from ..trace.core import Trace
-from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, DeviceView, device_view, qualified_names
+from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, DeviceView, analysed_stretches, device_view, qualified_names
 from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
 from .occupancy import LAUNCH_COLUMNS, launch_config
@@ -67,7 +67,9 @@ def temporal_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     (time when any stream is busy). Inside the analysed span (``analyze.common``):
     ``compute_ns`` = time covered by compute kernels; ``non_compute_ns`` = time busy
     with copies, fills or communication kernels but no compute kernel; ``idle_ns`` =
-    the rest, so ``compute_ns + non_compute_ns + idle_ns == span_ns``. Columns:
+    the rest, so ``compute_ns + non_compute_ns + idle_ns == span_ns``; where the window's
+    steps were recorded in separate stretches (a schedule's cycles), ``span_ns`` is the
+    stretches' total and what is between them is not counted (``analysed_stretches``). Columns:
     ``plane``, ``stream``, ``track_id`` (-1 for the device row), ``span_start_ns``,
     ``span_ns``, ``compute_ns``, ``non_compute_ns``, ``idle_ns``, ``busy_ns``,
     ``activities`` (count inside the span), ``compute_pct``, ``non_compute_pct``,
@@ -79,16 +81,21 @@ def temporal_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     if sel is not None and sel.hta:
         return _hta_temporal(trace)
     v = device_view(trace)
-    t0, t1 = v.span
-    span = t1 - t0
+    t0 = v.span[0]
+    ws, we = analysed_stretches(trace)
+    span = int((we - ws).sum())
     rows, stream_row, device_row = _group_rows(v)
     n = len(rows)
     group = np.concatenate([stream_row, device_row])  # each activity on its stream's row and its device's
     start, end, cls = (np.concatenate([a, a]) for a in (v.start, v.end, v.cls))
-    busy = covered_lengths(group, start, end, n, t0, t1).tolist()
     comp = cls == COMPUTE
-    compute = covered_lengths(group[comp], start[comp], end[comp], n, t0, t1).tolist()
-    inside = np.bincount(group[(end > t0) & (start < t1)], minlength=n).tolist()
+    busy_ns, compute_ns, hit = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(len(group), bool)
+    for a, b in zip(ws.tolist(), we.tolist()):  # (the stretches: one, or a schedule's few cycles)
+        busy_ns += covered_lengths(group, start, end, n, a, b)
+        compute_ns += covered_lengths(group[comp], start[comp], end[comp], n, a, b)
+        hit |= (end > a) & (start < b)
+    busy, compute = busy_ns.tolist(), compute_ns.tolist()
+    inside = np.bincount(group[hit], minlength=n).tolist()
     out = [(trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS,
             track, t0, span, compute[i], busy[i] - compute[i], span - busy[i], busy[i], inside[i])
            for i, (plane, track) in enumerate(rows)]
@@ -171,9 +178,12 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     v = device_view(trace)
     ev = trace.events
     launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], -1)
-    out = _idle_rows(trace, v, launch_start, kernel_wait_max_ns)
-    if out is None:  # the groups laid end to end would pass 2**62 ns
-        out = _idle_rows_one_by_one(trace, v, launch_start, kernel_wait_max_ns)
+    out: list[tuple] = []
+    for t0, t1 in zip(*(a.tolist() for a in analysed_stretches(trace))):  # (one, or a schedule's few cycles)
+        part = _idle_rows(trace, v, launch_start, kernel_wait_max_ns, t0, t1)
+        if part is None:  # the groups laid end to end would pass 2**62 ns
+            part = _idle_rows_one_by_one(trace, v, launch_start, kernel_wait_max_ns, t0, t1)
+        out = part if not out else [(*r[:3], *(x + y for x, y in zip(r[3:], q[3:]))) for r, q in zip(out, part)]
     cols = _columns(out, ["plane", "stream", "track_id", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns",
                           "gaps"])
     for c in ("host_wait", "kernel_wait", "other"):
@@ -181,11 +191,12 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     return frame(cols)
 
 
-def _idle_rows(trace: Trace, v: DeviceView, launch_start: np.ndarray, kernel_wait_max_ns: int) -> list[tuple] | None:
-    """:func:`idle_time_breakdown`'s rows, every stream and device at once (``group_unions.py``:
-    each group shifted past the last one's span, so one sort and one running maximum serve
-    them all); None where the groups laid end to end would pass 2**62 ns."""
-    t0, t1 = v.span
+def _idle_rows(trace: Trace, v: DeviceView, launch_start: np.ndarray, kernel_wait_max_ns: int, t0: int,
+               t1: int) -> list[tuple] | None:
+    """:func:`idle_time_breakdown`'s rows over ``[t0, t1)``, every stream and device at
+    once (``group_unions.py``: each group shifted past the last one's span, so one sort
+    and one running maximum serve them all); None where the groups laid end to end would
+    pass 2**62 ns."""
     rows, stream_row, device_row = _group_rows(v)
     n, width = len(rows), t1 - t0 + 1
     if width <= 0 or n * width >= GROUPS_LIMIT:
@@ -230,9 +241,8 @@ def _idle_rows(trace: Trace, v: DeviceView, launch_start: np.ndarray, kernel_wai
 
 
 def _idle_rows_one_by_one(trace: Trace, v: DeviceView, launch_start: np.ndarray,
-                          kernel_wait_max_ns: int) -> list[tuple]:
-    """:func:`idle_time_breakdown`'s rows, stream by stream."""
-    t0, t1 = v.span
+                          kernel_wait_max_ns: int, t0: int, t1: int) -> list[tuple]:
+    """:func:`idle_time_breakdown`'s rows over ``[t0, t1)``, stream by stream."""
     out: list[tuple] = []
     for plane, track, sel, same in _groups(trace):
         if same:  # the device's one stream: its figures
@@ -356,7 +366,6 @@ def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> Table:
     communication).
     """
     v = device_view(trace, window)
-    t0, t1 = v.span
     planes = unique(v.plane)
     at = np.searchsorted(planes, v.plane).astype(np.int64) * 3
     cm, cp = v.cls == COMMUNICATION, v.cls == COMPUTE
@@ -364,7 +373,9 @@ def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> Table:
     # gives the overlap: |A| + |B| - |A u B|, as intersect_len has it)
     group = np.concatenate([at[cm], at[cp] + 1, at[cm | cp] + 2])
     start, end = (np.concatenate([a[cm], a[cp], a[cm | cp]]) for a in (v.start, v.end))
-    lengths = covered_lengths(group, start, end, 3 * len(planes), t0, t1).reshape(-1, 3).tolist()
+    ws, we = analysed_stretches(trace, window)  # (one, or a schedule's few cycles: what is between them is left out)
+    lengths = sum((covered_lengths(group, start, end, 3 * len(planes), a, b) for a, b in zip(ws.tolist(), we.tolist())),
+                  np.zeros(3 * len(planes), np.int64)).reshape(-1, 3).tolist()
     out = [(trace.planes[int(plane)].name, comm, comp, comm + comp - either)
            for plane, (comm, comp, either) in zip(planes.tolist(), lengths)]
     cols = {c: np.array([r[i] for r in out], object if i == 0 else np.int64)

@@ -58,7 +58,7 @@ from .frames import order_desc
 from .inputs import cpu_comm_rows, xla_host_rows
 from .process_groups import group_ranks, known_group_sizes
 from .table import Table
-from .window import selection
+from .window import inside, selection
 
 COLUMNS = ["key", "seq", "seq_from", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
            "p2p", "peer", "peer_from", "host", "row"]
@@ -560,7 +560,7 @@ def windowed(trace: Trace, table: Table) -> Table:
     if sel is None or not len(table):
         return table
     start = np.asarray(table["start_ns"], np.int64)
-    return table.take((start >= sel.lo) & (start < sel.hi))
+    return table.take(inside(sel, start))  # (not between a schedule's cycles)
 
 
 def collective_summary(trace: Trace) -> Table:

@@ -74,10 +74,59 @@ def analysed_span(trace: Trace, window: Any = None) -> tuple[int, int]:
     return cache.memo(view(trace, window), "analysed_span", _span)
 
 
+def analysed_stretches(trace: Trace, window: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the stretches the analysed span is made of: the span itself,
+    or, where the window's steps were recorded in separate stretches (a schedule's
+    cycles; ``Selection.stretches``), each stretch from its first step's start to the
+    later of its last step's end and the end of the device work launched in it (short of
+    the next stretch), the last one ending at the span's end. What is between them was
+    not recorded: the time-share analyses leave it out."""
+    return cache.memo(view(trace, window), "analysed_stretches", _stretches)
+
+
+def _stretches(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    t0, t1 = analysed_span(trace)
+    sel = selection(trace)
+    if sel is None or sel.stretches is None or sel.span == "device":
+        return np.array([t0], np.int64), np.array([t1], np.int64)
+    s, e = sel.stretches[:, 0].copy(), sel.stretches[:, 1].copy()
+    if not sel.timed:  # each stretch to the end of the device work launched in it
+        ev = trace.events
+        corr = cache.correlation(trace)
+        d = corr.device_rows[corr.launch >= 0]
+        ls = ev["start_ns"][corr.launch[corr.launch >= 0]]
+        pos = np.searchsorted(s, ls, side="right") - 1
+        ok = (pos >= 0) & (ls < e[np.maximum(pos, 0)])
+        reach = np.full(len(s), np.iinfo(np.int64).min)
+        np.maximum.at(reach, pos[ok], (ev["start_ns"][d] + ev["dur_ns"][d])[ok].astype(np.int64))
+        e = np.maximum(e, np.minimum(reach, np.r_[s[1:], t1]))
+    s[0], e[-1] = max(s[0], t0), t1
+    return s, e
+
+
+def in_stretches(trace: Trace, t: np.ndarray) -> np.ndarray:
+    """Which times ``t`` lie in one of the analysed stretches (:func:`analysed_stretches`);
+    all where there is one (what the span's callers clip to it themselves)."""
+    ws, we = analysed_stretches(trace)
+    if len(ws) < 2:
+        return np.ones(len(t), bool)
+    pos = np.searchsorted(ws, t, side="right") - 1
+    return (pos >= 0) & (t < we[np.maximum(pos, 0)])
+
+
+def stretches_ns(trace: Trace) -> int:
+    """The analysed stretches' total length: the analysed span's, less what is between
+    them (:func:`analysed_stretches`)."""
+    ws, we = analysed_stretches(trace)
+    return int((we - ws).sum())
+
+
 def _span(trace: Trace) -> tuple[int, int]:
     ev = trace.events
     steps = cache.steps(trace)
     sel = selection(trace)
+    if sel is not None and sel.timed and sel.span != "device":  # a time window: exactly it
+        return sel.lo, sel.hi
     if sel is not None and sel.span == "device":  # HTA's convention: first to last device activity
         corr = cache.correlation(trace)
         d = corr.device_rows[device_mask(trace, corr.launch, ev["start_ns"][corr.device_rows])]

@@ -26,7 +26,7 @@ from ..derive import cache
 from ..derive.intervals import union
 from ..trace.core import Trace
 from .advice import suggestion
-from .common import analysed_span
+from .common import analysed_span, stretches_ns
 from .finding import Finding
 from .units import fmt_ns, number_ranges
 from .window import host_mask
@@ -55,7 +55,7 @@ def compile_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     start = ev["start_ns"][rows].astype(np.int64)
     s, e = union(np.clip(start, t0, t1), np.clip(start + ev["dur_ns"][rows].astype(np.int64), t0, t1))
     took = int((e - s).sum())
-    share = 100.0 * took / (t1 - t0)
+    share = 100.0 * took / max(stretches_ns(trace), 1)  # (less what is between a schedule's cycles)
     if share < RECOMPILE_MIN_PCT:
         return []
     names = [trace.strings[i] for i in ev["name"][rows].tolist()]
@@ -69,7 +69,7 @@ def compile_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         f"{share:.0f}% of their time ({frames} frame{'s' if frames != 1 else ''})",
         "high" if share >= RECOMPILE_HIGH_PCT else "medium", "",
         {"compile_ns": took, "share_pct": round(share, 2), "frames": frames, "steps": where,
-         "span_ns": int(t1 - t0)},
+         "span_ns": stretches_ns(trace)},
         [], suggestion(trace, "recompiles"))]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..trace.core import Trace
 from .common import frame
-from .window import WindowArg, selection, view
+from .window import WindowArg, inside, selection, view
 
 if TYPE_CHECKING:
     from .table import Table
@@ -24,8 +24,8 @@ def counter_stats(trace: Trace, window: WindowArg = None) -> Table:
     c = trace.counters
     sel = selection(trace)
     if sel is not None:
-        inside = (c["ts_ns"] >= sel.lo) & (c["ts_ns"] < sel.hi)
-        c = {k: v[inside] for k, v in c.items()}
+        keep = inside(sel, c["ts_ns"])  # (not between a schedule's cycles)
+        c = {k: v[keep] for k, v in c.items()}
     n = len(c["ts_ns"])
     if not n:
         return frame({"plane": np.zeros(0, object), "name": np.zeros(0, object),

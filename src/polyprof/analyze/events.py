@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..trace.core import Trace
-from .common import analysed_span, qualified_names
+from .common import analysed_span, in_stretches, qualified_names
 from .frames import frame, order_desc
 from .grouping import duration_columns
 from .window import WindowArg, selection, view
@@ -35,6 +35,7 @@ def event_stats(trace: Trace, window: WindowArg = None) -> Table:
         t0, t1 = analysed_span(trace)
         t0 = min(t0, sel.lo)  # an open start (every step, ``:B``): what began before the first step too
         rows = rows[(ev["start_ns"][rows] >= t0) & (ev["start_ns"][rows] < t1)]
+        rows = rows[in_stretches(trace, ev["start_ns"][rows])]  # not between a schedule's cycles
     codes, labels, modules = qualified_names(trace, rows)
     m = max(len(labels), 1)  # a dense key sorts as one int64 with the durations
     key = ev["category"][rows].astype(np.int64) * m + codes

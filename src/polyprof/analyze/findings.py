@@ -22,7 +22,7 @@ from .finding import Finding, _records  # noqa: F401 - Finding: analyze's API, a
 from .clocks import unsynchronised
 from .compile_findings import compile_findings
 from .copy_findings import copy_findings
-from .common import COMMUNICATION, MEMCPY, analysed_span, device_view, qualified_names
+from .common import COMMUNICATION, MEMCPY, analysed_stretches, device_view, qualified_names, stretches_ns
 from .frames import column, frame, order_desc
 from .grouping import group_stats
 from .memory_findings import memory_findings
@@ -190,8 +190,7 @@ def _input_bound(trace: Trace, t) -> list[Finding]:
     if not len(sel):
         return []
 
-    t0, t1 = analysed_span(trace)
-    span = max(t1 - t0, 1)
+    span = max(stretches_ns(trace), 1)  # (less what is between a schedule's cycles)
     # nested input events would double count: take the largest one as the lower bound
     top = float(column(ev, "total_ns")[sel].max())
     share = 100.0 * top / span
@@ -340,21 +339,27 @@ def _idle_between_steps(trace: Trace, t) -> list[Finding]:
     if len(ss) < 2:
         return []
     out = []
-    planes, step, start, end, host = (column(ss, c) for c in ("plane", "step", "device_start_ns",
-                                                                  "device_end_ns", "host_ns"))
+    planes, step, start, end, host, hs = (column(ss, c) for c in ("plane", "step", "device_start_ns",
+                                                                      "device_end_ns", "host_ns", "host_start_ns"))
+    # the stretch each step was recorded in: a gap between stretches (a schedule's
+    # cycles, with unrecorded steps between them) is not between adjacent steps
+    part = np.searchsorted(analysed_stretches(trace)[0], hs, side="right")
     for plane in dict.fromkeys(planes[planes != ""].tolist()):  # a groupby would build an Arrow index
         g = np.flatnonzero((planes == plane) & (start >= 0))
         g = g[np.argsort(step[g], kind="stable")]  # one row per step and plane: the order is the steps'
         if len(g) < 2:
             continue
-        gaps = start[g][1:] - end[g][:-1]
-        gaps = np.maximum(gaps, 0)
+        same = part[g][1:] == part[g][:-1]  # adjacent steps, in one stretch
+        gaps = np.maximum(start[g][1:] - end[g][:-1], 0)[same]
+        after = step[g][:-1][same]
+        if not len(gaps):
+            continue
         steps_ns = float(host[g].sum())
         share = 100.0 * gaps.sum() / steps_ns if steps_ns else 0.0
         if share < STEP_GAP_SHARE:
             continue
         worst = np.argsort(gaps)[::-1][:5]
-        ev = [{"after_step": int(step[g][i]), "gap_ns": int(gaps[i])} for i in worst]
+        ev = [{"after_step": int(after[i]), "gap_ns": int(gaps[i])} for i in worst]
         out.append(Finding("idle_between_steps", f"{plane} sits idle {share:.0f}% of step time between steps",
                            _sev(share, 25), str(plane),
                            {"gap_total_ns": int(gaps.sum()), "gap_mean_ns": float(gaps.mean()),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..trace.core import Trace
-from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view
+from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, analysed_stretches, device_view
 from .breakdown import ALL_DEVICES
 from .frames import empty_frame, rows_frame
 from .window import WindowArg, selection, view
@@ -66,7 +66,9 @@ def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     bit = np.zeros(max(c for _, cs in CLASSES for c in cs) + 1, np.int64)
     for i, (_, classes) in enumerate(CLASSES):
         bit[list(classes)] = i
-    g, s, e = clipped_unions(at * k + bit[v.cls], v.start, v.end, n * k, t0, t1)
+    ws, we = analysed_stretches(trace)  # (one, or a schedule's few cycles: what is between them is left out)
+    parts = [clipped_unions(at * k + bit[v.cls], v.start, v.end, n * k, a, b) for a, b in zip(ws.tolist(), we.tolist())]
+    g, s, e = (np.concatenate([q[i] for q in parts]) for i in range(3))
     own = g // k  # the device of each segment
     step = np.left_shift(1, g % k)
     dev = np.arange(n, dtype=np.int64)
@@ -86,7 +88,8 @@ def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> Table:
         if len(st_live) else st_live.astype(bool)
     segs = np.bincount(p_live[first] * states + st_live[first], minlength=n * states)
     per, segs = per.reshape(n, states), segs.reshape(n, states)
-    span = t1 - t0
+    span = int((we - ws).sum())
+    per[:, 0] -= (t1 - t0) - span  # between the stretches: idle in the sweep, not analysed
     out = []
     for j, plane in enumerate(planes.tolist()):
         busy = span - int(per[j, 0])

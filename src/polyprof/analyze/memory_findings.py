@@ -18,7 +18,7 @@ from .units import fmt_size
 from .finding import Finding, _records
 from .frames import column, order_asc
 from .inputs import memory_events
-from .window import selection
+from .window import inside, selection
 
 MIB = 1 << 20
 PEAK_HOLDER_SHARE = 50.0  # one section (or op) holds this share of what is live at the peak
@@ -134,7 +134,8 @@ def _out_of_memory(trace: Trace) -> list[Finding]:
     start = trace.events["start_ns"][rows]
     sel = selection(trace)
     if sel is not None:  # a window's view: the failures inside its steps
-        rows, start = rows[(start >= sel.lo) & (start < sel.hi)], start[(start >= sel.lo) & (start < sel.hi)]
+        keep = inside(sel, start)  # (not between a schedule's cycles)
+        rows, start = rows[keep], start[keep]
     rows = rows[np.argsort(start, kind="stable")]
     if not len(rows):
         return []

@@ -13,7 +13,7 @@ from ..derive.intervals import TimeKeys, covered, union
 from ..trace.core import Trace
 from ..trace.vocabulary import BLOCKING_COPIES as _BLOCKING_COPIES
 from ..trace.vocabulary import SYNC_CATEGORIES, SYNC_MARKERS  # noqa: F401  (SYNC_CATEGORIES: for callers)
-from .common import analysed_span, empty_frame, frame
+from .common import analysed_stretches, empty_frame, frame
 from .frames import order_desc
 from .window import WindowArg, view
 from ..trace.sorting import lexsort
@@ -25,12 +25,12 @@ COLUMNS = ["thread", "calls", "sync_ns", "window_ns", "share_pct"]
 
 
 def windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Where host waiting counts: the steps (host side) if there are steps, else the analysed span."""
+    """Where host waiting counts: the steps (host side) if there are steps, else the analysed
+    span (a time window's stretches where it has several)."""
     steps = cache.steps(trace)
     if len(steps):
         return union(np.asarray(steps.start, np.int64), np.asarray(steps.end, np.int64))
-    t0, t1 = analysed_span(trace)
-    return np.array([t0], np.int64), np.array([t1], np.int64)
+    return analysed_stretches(trace)
 
 
 def sync_rows(trace: Trace) -> np.ndarray:

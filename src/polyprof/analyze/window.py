@@ -32,6 +32,13 @@ inward to whole µs of the file's time base as HTA 0.5 does when it reads a Kine
 every step but the last (with two or more), first to last device activity, rounded to
 whole µs; under it the temporal breakdown counts exactly what HTA's does
 (``analyze/hta_compat.py``).
+
+A trace a schedule recorded (``metadata["schedule"]``) has no open start, and its steps
+of separate cycles are separate *stretches* (``Selection.stretches``): what lies between
+them was not recorded and is counted nowhere (:func:`inside`; the time-share analyses
+take ``common.analysed_stretches``). A time window that holds no whole step is analysed
+as that window (``Selection.timed``: the span is exactly it; device activity counted by
+its own start).
 """
 
 from __future__ import annotations
@@ -118,7 +125,8 @@ class Selection:
     generated methods compiled there (docs/benchmarks.md, issue 35); nothing changes it."""
 
     def __init__(self, index: np.ndarray, label: str, restricted: bool, span: str = "steps", lo: int = -_FAR,
-                 hi: int = _FAR, round_us: bool = False, hta: bool = False):
+                 hi: int = _FAR, round_us: bool = False, hta: bool = False, stretches: np.ndarray | None = None,
+                 timed: bool = False):
         self.index = index  # positions of the selected steps in cache.steps(trace)
         self.label = label  # e.g. "steps 102-105 of 101-105 (first step skipped: warm-up)"
         self.restricted = restricted  # False when every step (or the whole trace) is analysed as by default
@@ -127,6 +135,11 @@ class Selection:
         self.hi = hi
         self.round_us = round_us
         self.hta = hta  # HTA's window: analyses that reproduce HTA read its activity (hta_compat)
+        # [start, end) rows, in time order, where [lo, hi) holds stretches that were not
+        # recorded (a schedule's cycles, a time window's repeats): what is between them is
+        # counted nowhere; None: the one stretch [lo, hi)
+        self.stretches = stretches
+        self.timed = timed  # a time window (no whole step in it): the span is [lo, hi), exactly
 
 
 def _runs(nums: np.ndarray, most: int = 4) -> str:
@@ -148,7 +161,9 @@ def _label(steps: Steps, index: np.ndarray, why: str) -> str:
         text = f"step {int(chosen[0])} of {every}"
     else:
         contiguous = len(chosen) == int(index[-1] - index[0] + 1)
-        one = f"steps {int(chosen[0])}-{int(chosen[-1])}"
+        # adjacent in the trace, numbered with jumps (a schedule's cycles): said as runs
+        one = f"steps {int(chosen[0])}-{int(chosen[-1])}" if bool((np.diff(chosen) == 1).all()) else \
+            f"steps {_runs(chosen)}"
         text = (one if contiguous else f"{len(chosen)} steps") + f" of {every}"
     return f"{text} ({why})" if why else text
 
@@ -205,23 +220,96 @@ def auto_words(steps: Steps, after: int, captured: bool = False) -> str:
 def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
     """The steps a schedule recorded (``recorded_steps``): the step before the first of
     them (the program's start up to its first step mark, which a schedule's warm-up
-    leaves as a marker and no events) is not one. Where it recorded no whole step, or
-    none of the trace's, every step is analysed and the label says so."""
+    leaves as a marker and no events) is not one, nor what torch recorded before the
+    first or between its cycles: the start is not open, and steps recorded in separate
+    stretches (cycles) are analysed as separate stretches (:func:`_stretches`). Where it
+    recorded no whole step, the stretches it recorded (``windows_ns``: a time window) are
+    analysed as time (:func:`_timed`); without those, or where it recorded none of the
+    trace's steps, every step is analysed and the label says so."""
     said = "the steps the schedule recorded"
-    rec = trace.metadata[mkeys.SCHEDULE].get("recorded_steps") if isinstance(
-        trace.metadata[mkeys.SCHEDULE], dict) else None
+    meta = trace.metadata[mkeys.SCHEDULE] if isinstance(trace.metadata[mkeys.SCHEDULE], dict) else {}
+    rec = meta.get("recorded_steps")
     nums = np.sort(np.asarray(rec, np.int64)) if isinstance(rec, list) else None
     pick = every[np.isin(steps.number, nums)] if nums is not None and len(nums) else every
     if nums is not None and len(nums) and _several_drop_ins(trace):
         pick = _in_stretches(trace, steps, every)
     every_words = ": every step analysed" if len(steps) else ""
     if nums is not None and not len(nums):
+        timed = _timed(trace, steps)
+        if timed is not None:
+            return timed
         said = "the schedule recorded no whole step" + every_words
     elif nums is not None and not len(pick):
         said = f"none of the steps the schedule recorded ({_runs(nums)}) is in the trace" + every_words
-    if not len(pick) or len(pick) == len(every):
+    if nums is None or not len(pick):
         return _every_step(trace, steps, said)
-    return Selection(pick, _label(steps, pick, said), True, lo=int(steps.start[pick[0]]), hi=int(steps.end[pick[-1]]))
+    runs = _stretches(trace, steps, pick)
+    if pick[-1] == len(steps) - 1:
+        said += after_last_words(host_after(trace, int(steps.end[-1])), steps)
+    if runs is not None:
+        said += _between_words(runs)
+    return Selection(pick, _label(steps, pick, said), True, lo=int(steps.start[pick[0]]), hi=int(steps.end[pick[-1]]),
+                     stretches=runs)
+
+
+def _stretches(trace: Trace, steps: Steps, pick: np.ndarray) -> np.ndarray | None:
+    """The steps ``pick`` as stretches of adjacent steps, ``[start, end)`` rows: a new one
+    where the step numbers or positions jump (a schedule's cycles: the steps between them
+    were not recorded) or where the next step lies in another stretch torch recorded
+    (``windows_ns``, several drop-ins numbering their steps each from 0); None for one."""
+    if len(pick) < 2:
+        return None
+    num = steps.number[pick]
+    cut = (np.diff(num) != 1) | (np.diff(pick) != 1)
+    wins = _windows(trace)
+    if len(wins):
+        mid = (steps.start[pick].astype(np.int64) + steps.end[pick].astype(np.int64)) // 2
+        cut |= np.diff(np.searchsorted(wins[:, 0], mid, side="right")) != 0
+    first = np.flatnonzero(np.r_[True, cut])
+    if len(first) < 2:
+        return None
+    last = np.r_[first[1:] - 1, len(pick) - 1]
+    return np.stack([steps.start[pick[first]].astype(np.int64), steps.end[pick[last]].astype(np.int64)], axis=1)
+
+
+def _between_words(runs: np.ndarray) -> str:
+    """The label's words for the time between a selection's stretches: not analysed."""
+    gap = int((runs[1:, 0] - runs[:-1, 1]).clip(0).sum())
+    return f"; the {fmt_ns(gap)} between its {len(runs)} recorded stretches is not analysed"
+
+
+def _windows(trace: Trace) -> np.ndarray:
+    """The stretches the schedule recorded (``windows_ns``), ``[start, end)`` rows in time
+    order, clipped to the trace's span (an end of -1, still open when it was written: the
+    trace's end); those of no length left out."""
+    wins = trace.metadata[mkeys.SCHEDULE].get("windows_ns") if isinstance(
+        trace.metadata[mkeys.SCHEDULE], dict) else None
+    rows = [(int(w[0]), int(w[1])) for w in wins or () if isinstance(w, (list, tuple)) and len(w) == 2]
+    if not rows or not trace.n_events:
+        return np.zeros((0, 2), np.int64)
+    t0, t1 = trace.span_ns
+    out = np.array(rows, np.int64)
+    out[:, 1] = np.where(out[:, 1] < 0, t1, np.minimum(out[:, 1], t1))
+    out[:, 0] = np.maximum(out[:, 0], t0)
+    out = out[out[:, 1] > out[:, 0]]
+    return out[np.argsort(out[:, 0], kind="stable")]
+
+
+def _timed(trace: Trace, steps: Steps) -> Selection | None:
+    """A schedule that recorded no whole step, as the time it recorded (a time window,
+    ``--delay``/``--duration``, holding no whole step): the span is its window(s),
+    clipped to the trace; events are counted as they start in it, device activity by its
+    own start (its launch may precede the window). None where it says no window."""
+    runs = _windows(trace)
+    if not len(runs):
+        return None
+    length = int((runs[:, 1] - runs[:, 0]).sum())
+    words = (f"the time window the schedule recorded, {fmt_ns(length)}: it holds no whole step"
+             + (f" ({len(steps)} cut by its edges not analysed)" if len(steps) else ""))
+    if len(runs) > 1:
+        words += _between_words(runs)
+    return Selection(np.zeros(0, np.int64), words, True, lo=int(runs[0, 0]), hi=int(runs[-1, 1]),
+                     stretches=runs if len(runs) > 1 else None, timed=True)
 
 
 def _several_drop_ins(trace: Trace) -> bool:
@@ -323,12 +411,19 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         raise WindowError(f"{window.text()}: selects none of the trace's steps ("
                           + (f"its one step is {int(nums[0])})" if len(steps) == 1 else
                              f"{len(steps)} steps, numbers {int(nums[0])}-{int(nums[-1])})"))
-    # an open start with nothing skipped also counts what was launched before the first step
-    lo = -_FAR if window.start is None and not window.skip_first else int(steps.start[index[0]])
+    # an open start with nothing skipped also counts what was launched before the first
+    # step; not in a schedule's trace: what is before its first recorded step was not
+    # recorded as a step (a torch drop-in's sections of its waiting steps, set-up)
+    scheduled = bool(trace.metadata.get(mkeys.SCHEDULE))
+    lo = -_FAR if window.start is None and not window.skip_first and not scheduled else int(steps.start[index[0]])
     if index[-1] == len(steps) - 1:
         said += after_last_words(host_after(trace, int(steps.end[-1])), steps)
+    # a schedule's steps: those of separate cycles in separate stretches (as AUTO's)
+    runs = _stretches(trace, steps, index) if scheduled else None
+    if runs is not None:
+        said += _between_words(runs)
     return Selection(index, _label(steps, index, said), True, window.span, lo, int(steps.end[index[-1]]),
-                     window.round_us)
+                     window.round_us, stretches=runs)
 
 
 def _hta_selection(steps: Steps) -> Selection:
@@ -385,24 +480,36 @@ def label(trace: Trace, window: WindowArg = None) -> str:
     return sel.label
 
 
+def inside(sel: Selection, t: np.ndarray) -> np.ndarray:
+    """Which times ``t`` lie in what ``sel`` analyses: ``[lo, hi)``, and in one of its
+    stretches where it has several (what is between them was not recorded)."""
+    keep = (t >= sel.lo) & (t < sel.hi)
+    if sel.stretches is not None and len(t):
+        pos = np.searchsorted(sel.stretches[:, 0], t, side="right") - 1
+        keep &= (pos >= 0) & (t < sel.stretches[np.maximum(pos, 0), 1])
+    return keep
+
+
 def host_mask(trace: Trace, start_ns: np.ndarray) -> np.ndarray:
     """Which host events (by start time) a windowed view counts: those starting in a
-    selected step; every one for a trace analysed whole."""
+    selected step (in a time window: in it); every one for a trace analysed whole."""
     sel = selection(trace)
     if sel is None:
         return np.ones(len(start_ns), bool)
-    return (start_ns >= sel.lo) & (start_ns < sel.hi)
+    return inside(sel, start_ns)
 
 
 def device_mask(trace: Trace, launch: np.ndarray, start_ns: np.ndarray) -> np.ndarray:
     """Which device activities a windowed view counts: launched in a selected step (with
-    no known launch: started in one)."""
+    no known launch: started in one); in a time window, those that start in it (their
+    launch may precede it)."""
     sel = selection(trace)
     if sel is None:
         return np.ones(len(start_ns), bool)
     ev = trace.events
-    t = np.where(launch >= 0, ev["start_ns"][np.maximum(launch, 0)], start_ns) if len(start_ns) else start_ns
-    return (t >= sel.lo) & (t < sel.hi)
+    t = start_ns if sel.timed or not len(start_ns) else np.where(
+        launch >= 0, ev["start_ns"][np.maximum(launch, 0)], start_ns)
+    return inside(sel, t)
 
 
 def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -439,6 +546,8 @@ def restrict(trace: Trace, window: WindowArg) -> Trace:
     keep[rows] = device_mask(v, corr.launch, ev["start_ns"][rows])
     hi = max(sel.hi, int((ev["start_ns"][rows] + ev["dur_ns"][rows])[keep[rows]].max())) if keep[rows].any() \
         else sel.hi
-    out = take(trace, keep, counter_ranges=[(sel.lo, hi)])
+    ranges = [(sel.lo, hi)] if sel.stretches is None else [
+        (int(a), int(b)) for a, b in sel.stretches[:-1].tolist()] + [(int(sel.stretches[-1, 0]), hi)]
+    out = take(trace, keep, counter_ranges=ranges)
     out.metadata[mkeys.WINDOW] = sel.label
     return out
