@@ -22,6 +22,8 @@ from polyprof.analyze.frames import column
 from polyprof.analyze.sections import section_stats
 from polyprof.analyze.window import AUTO, Window, label, view
 from polyprof.derive import cache
+from polyprof.report.tables import build
+from polyprof.report.terminal import _recorded_in_span
 
 # an OpenCL loop: 4 kernels and a read per step, then a sleep of SLOW seconds in steps
 # SLOW_STEPS (unrecorded by the schedule below) and FAST seconds in the others; an
@@ -118,6 +120,10 @@ def test_a_schedules_cycles_leave_the_unrecorded_steps_between_them_out(tmp_path
     # the sections counted: those of the six recorded steps
     ss = section_stats(t, AUTO)
     assert column(ss, "count")[column(ss, "name") == "step_work"].tolist() == [6]
+    # the summary's first line says how much of the analysed span was recorded
+    ov = build(t).overview
+    assert ov["recorded_in_span_ns"] == span < ov["analysed_span_ns"]
+    assert _recorded_in_span(ov).endswith(" of it recorded)")
 
 
 def test_a_torch_drop_in_counts_only_its_recorded_steps() -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Collection
 import numpy as np
 
 from .. import analyze
-from ..analyze.common import analysed_span
+from ..analyze.common import analysed_span, stretches_ns
 from ..analyze.findings import Finding
 from ..analyze.registry import Tables, compute_all
 from ..analyze.clocks import unsynchronised
@@ -62,6 +62,7 @@ def build(trace: Trace, window: WindowArg = AUTO, leave_out: Collection[str] = (
     overview = {
         "events": trace.n_events, "planes": [p.name for p in trace.planes], "tracks": len(trace.tracks),
         "trace_span_ns": s1 - s0, "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
+        "recorded_in_span_ns": stretches_ns(trace),  # less than the span where a schedule's cycles left gaps
         "steps": len(steps), "step_source": steps.describe(), "window": label(trace, window),
         "correlation": dict(corr.counts),
         "unsynchronised": unsynchronised(trace),

@@ -355,11 +355,18 @@ def _num(x: float | None) -> str:
     return "" if x is None or x != x else f"{float(x):.3g}"
 
 
+def _recorded_in_span(ov: dict[str, Any]) -> str:
+    """" (X of it recorded)" where a schedule's cycles left unrecorded steps in the
+    analysed span (the analyses count the recorded stretches only), else ""."""
+    rec, span = ov.get("recorded_in_span_ns"), ov["analysed_span_ns"]
+    return f" ({fmt_ns(rec)} of it recorded)" if isinstance(rec, int) and 0 < rec < span else ""
+
+
 def _overview(out: Out, ov: dict[str, Any]) -> None:
     """What the trace holds, the analysed window, and how device activity was matched."""
     out(Para((("polyprof summary", "bold"), (f": {ov['events']} events on {len(ov['planes'])} plane(s), "
               f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
-              f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
+              f"{fmt_ns(ov['analysed_span_ns'])}" + _recorded_in_span(ov) + (f", {ov['steps']} steps ({ov['step_source']})"
                                                      if ov["steps"] else ", no steps"), None))))
     if ov.get("window"):
         out(Para((("analysed window", "bold"), (f": {ov['window']}", None))))
