@@ -7,11 +7,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import polyprof
 from polyprof.analyze.diff import diff
-from polyprof.analyze.diff_verdict import ALIKE
+from polyprof.analyze.diff_verdict import ALIKE, SIZEABLE
+from polyprof.analyze.frames import column
 
 
 def _loader_run(torch, path: Path, sleep_s: float, steps: int = 10) -> polyprof.Trace:
@@ -58,3 +60,54 @@ def test_a_section_that_holds_the_change_did_not_move_with_the_rest(tmp_path):
                "runs, which moves every row alike; runs taking turns (A, B, A, B)" in d.verdict[-1], d.verdict
     else:
         assert d.verdict[-1].startswith("The step time is called slower with one run a side: "), d.verdict
+
+
+def _section_run(torch, path: Path, sleep_s: float, steps: int = 30) -> polyprof.Trace:
+    """torch.profiler's CPU trace of ``steps`` recorded steps (after one warm-up), each a
+    ``load`` range that sleeps ``sleep_s``, then six ``tanh(y @ x)`` of 192x192 (about 2 ms
+    of ops a step, each of aten::mm, aten::matmul and aten::tanh over 10% of it)."""
+    torch.manual_seed(0)
+    x = torch.randn(192, 192)
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
+                                on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(steps + 1):
+            with torch.profiler.record_function("load"):
+                time.sleep(sleep_s)
+            y = x
+            for _ in range(6):
+                y = torch.tanh(y @ x)
+            prof.step()
+    return polyprof.load(path)
+
+
+def test_sizeable_rows_that_did_not_move_rule_out_the_machine(tmp_path):
+    """B's section ``load`` sleeps 8 ms a step, A's 4 ms; the ops beside it (about 2 ms a
+    step, each of aten::mm, aten::matmul and aten::tanh over SIZEABLE of the step) are
+    the same. The section alone changed, alike with the step time (+95% beside +60%), and
+    the verdict said "The step time and every changed row moved together (slower): a
+    change of the machine or of its load ..." (an auditor's pair: aten::mm -0.2% at p 1),
+    while a change of the machine would have slowed the ops too. It now says the change
+    is in the changed rows, naming the sizeable ones that did not move."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    for k in range(4):  # (a machine busy with other work may slow the ops of one run: record again)
+        d = diff(_section_run(torch, tmp_path / f"a{k}.json", 0.004), _section_run(torch, tmp_path / f"b{k}.json", 0.008))
+        st, ops = d.step_time, d.tables["ops"]
+        big = column(ops, "step_mean_ns_a") >= SIZEABLE * st["mean_ns_a"]
+        if ([(c["table"], c["name"]) for c in d.changes] == [("sections", "load")] and big.sum() >= 3
+                and (ALIKE * np.abs(column(ops, "rel_change")[big]) < st["rel_change"]).all()):
+            break
+    else:
+        pytest.skip(f"the ops' time moved between the runs in 4 pairs (a busy machine): {d.verdict}")
+    assert st["change"] == "slower", d.verdict
+    load = d.changes[0]
+    rel = load["step_mean_ns_b"] / load["step_mean_ns_a"] - 1
+    assert max(rel, st["rel_change"]) <= ALIKE * min(rel, st["rel_change"]), d.verdict  # alike: "moved together" before
+    assert not any("moved together" in v for v in d.verdict), d.verdict
+    last = d.verdict[-1]
+    assert last.startswith("The step time is called slower with one run a side and its change is in the changed rows "
+                           "(section load +"), last
+    assert f"not the machine: rows holding {100 * SIZEABLE:g}% of A's step or more did not move with it (op aten::" in last
+    assert "op aten::mm " in last and "op aten::tanh " in last, last
+    assert last.endswith("while a change of the machine or of its load between the runs moves every sizeable row alike."), last

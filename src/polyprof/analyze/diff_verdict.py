@@ -155,7 +155,7 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                      "load does not add, drop or repeat calls: the program changed.")
     elif runs == (1, 1):
         if st.get("change"):  # (two runs of one program, one a side, were called +74% at p 7.8e-07 with 2 rows)
-            lines.append(_machine_line(st, changes, names))
+            lines.append(_machine_line(st, changes, names, tables))
         else:
             lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each side "
                          "has several runs (polyprof diff A1 A2 A3 -- B1 B2 B3; two a side call only large changes).")
@@ -166,13 +166,18 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
 #: load moves them) where their relative changes, all one way, are within this factor of
 #: one another: +20% to +40% are, a section +15,843% beside an op +13% is not
 ALIKE = 3.0
+#: a row not called changed holds a sizeable share of the step where its time per step in A
+#: is at least this share of A's mean step: a change of the machine would have moved it too
+SIZEABLE = 0.1
 
 
-def _machine_line(st: dict[str, Any], changes: list[dict[str, Any]], names: dict[str, str]) -> str:
+def _machine_line(st: dict[str, Any], changes: list[dict[str, Any]], names: dict[str, str],
+                  tables: dict[str, Any]) -> str:
     """The last line where one run a side has its step time called changed: that a change
     of the machine or of its load does that as much as one of the program ("moved
     together" where every changed row moved alike with it: :data:`ALIKE`), or, where
-    the rows moved unalike, that such a change moves every row alike."""
+    the rows moved unalike or sizeable rows did not move with them (:func:`_still`),
+    that such a change moves every row alike."""
     way = st["change"]
     tail = ("runs taking turns (A, B, A, B) and three or more runs a side tell them apart "
             "(polyprof diff A1 A2 A3 -- B1 B2 B3).")
@@ -185,7 +190,18 @@ def _machine_line(st: dict[str, Any], changes: list[dict[str, Any]], names: dict
     step = abs(float(st["rel_change"]))
     finite = [r for r, _ in rel] + [step]
     if all(r > 0 and r != float("inf") for r in finite) and max(finite) <= ALIKE * min(finite):
-        return f"The step time and every changed row moved together ({way}): {machine}{tail}"
+        still = _still(tables, st, changes)
+        if not still:
+            return f"The step time and every changed row moved together ({way}): {machine}{tail}"
+        moved = "; ".join(f"{label(c['table'], c.get('kind', ''))} {names.get(c['name'], c['name'])} "
+                          f"{_pct(r)}" for r, c in sorted(rel, key=lambda x: -x[0] * abs(x[1]["step_mean_ns_a"]))[:3])
+        short = short_names([n for _, n, _, _ in still])
+        kept = ", ".join(f"{what} {short[n]} {_pct(r)} at {100 * share:.0f}% of A's step"
+                         for what, n, r, share in still[:3])
+        return (f"The step time is called {way} with one run a side and its change is in the changed rows ({moved}), "
+                f"not the machine: rows holding {100 * SIZEABLE:g}% of A's step or more did not move with it "
+                f"({kept}; the step time {_pct(float(st['rel_change']))}: more than {ALIKE:g} times apart), while a "
+                "change of the machine or of its load between the runs moves every sizeable row alike.")
     order = sorted(rel, key=lambda x: (x[0] != x[0], x[0]))  # (a row new in B, of no ratio: last)
     lo, hi = order[0][1], order[-1][1]
     rows = (f"{label(hi['table'], hi.get('kind', ''))} {names.get(hi['name'], hi['name'])} "
@@ -196,6 +212,26 @@ def _machine_line(st: dict[str, Any], changes: list[dict[str, Any]], names: dict
     return (f"The step time is called {way} with one run a side and its changed rows moved unalike ({rows}: more "
             f"than {ALIKE:g} times apart), unlike a change of the machine or of its load between the runs, which "
             f"moves every row alike; {tail}")
+
+
+def _still(tables: dict[str, Any], st: dict[str, Any], changes: list[dict[str, Any]]) -> list[tuple[str, str, float, float]]:
+    """The rows not called changed, each :data:`SIZEABLE` of A's step or more, whose relative
+    change per step is under the step time's by :data:`ALIKE` (or the other way) while the
+    step moved: (what, name, change, share of A's step), the largest first. Only on the side
+    (host, device) of a changed row: another node may have the same processor and another GPU."""
+    step, mean_a = float(st["rel_change"]), float(st["mean_ns_a"])
+    sides = {t == "kernels" for t in (c["table"] for c in changes)}
+    called = {(c["table"], c["name"]) for c in changes}
+    out = []
+    for t, df in tables.items():
+        if (t == "kernels") not in sides or not len(df) or not mean_a > 0:
+            continue
+        a = column(df, "step_mean_ns_a").astype(np.float64)
+        rel = np.nan_to_num(column(df, "step_mean_ns_b").astype(np.float64) / np.where(a > 0, a, np.nan) - 1)
+        for i in np.flatnonzero((a >= SIZEABLE * mean_a) & (rel * np.sign(step) * ALIKE < abs(step))).tolist():
+            if (t, str(column(df, "name")[i])) not in called:
+                out.append((label(t, _kind(df, t, i)), str(column(df, "name")[i]), float(rel[i]), a[i] / mean_a))
+    return sorted(out, key=lambda x: -x[3])
 
 
 def _rel(a: float, b: float) -> float:
