@@ -3,8 +3,10 @@ track "critical path" on its host plane, one slice per stretch of each step's pa
 every writer (Perfetto, Chrome JSON, Kineto, XSpace, .polyprof) shows it beside the
 threads and streams.
 
-A slice is a path edge with time: named after the event it belongs to (an op, a call,
-a kernel; an XLA op of a known module ``module/op``, as the tables name it:
+A slice is a path edge with weight, from its source's time for its weight (a section's
+stretch weighs only its time no other thread nor device covered, ``depgraph``: the
+slice is as long as its ``on_path_ns`` in the ``critical_path`` table): named after the
+event it belongs to (an op, a call, a kernel; an XLA op of a known module ``module/op``, as the tables name it:
 ``common.qualified_names``), or "launch delay" / "kernel gap" / "wait" for the edges
 that belong to none; its stats are ``step``, ``edge`` (the edge type, ``depgraph.EDGE_TYPES``) and ``on``
 (the track of the event it belongs to, "" for none).
@@ -64,7 +66,7 @@ def with_critical_path(trace: Trace) -> Trace:
         rows = np.where(owner >= 0, g.rows[np.maximum(owner, 0)], -1)
         on = np.where(rows >= 0, track_names[trace.events["track"][np.maximum(rows, 0)]], "")
         s = g.time[g.src[e]]
-        parts.append((s, g.time[g.dst[e]] - s, rows, np.full(len(e), number, np.int64), g.etype[e],
+        parts.append((s, g.weight[e], rows, np.full(len(e), number, np.int64), g.etype[e],
                       on.astype(object)))
     if not parts:
         return trace

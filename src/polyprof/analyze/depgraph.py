@@ -9,7 +9,8 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   during which the host waits: ``WAITING_CALLS``); consecutive top-level ops are joined by
   a zero-weight dependency. polyprof's sections (``polyprof.section``) are host calls too:
   their own time weighs what of it no other thread nor device is busy
-  (``thread_links.idle_time``).
+  (``thread_links.idle_time``), and the work busy in it leads from and back to their
+  thread (``thread_links.section_wait_edges``, weighing the section's idle time).
 * **XLA's CPU runtime** (``xla_links``): its ops are host calls (kind KERNEL on a host
   thread), and ``ThunkExecutor::Execute (wait for completion)`` is a waiting call whose
   waited-on work is the XLA ops of the other threads during it (zero-weight edges); the
@@ -72,7 +73,7 @@ from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, ST
                                 STREAM_WAIT_EVENT)
 from .depgraph_context import Context, context
 from .nesting import parents_and_after
-from .thread_links import Walk, backward_edges, host_comm_edges, idle_time
+from .thread_links import Walk, backward_edges, host_comm_edges, idle_time, section_wait_edges
 from .xla_links import (DEVICE_STAT, RUN_STAT, blocked, blocked_edges, blocking_dispatches, data_edges,
                         run_order_edges, wait_edges)
 
@@ -304,8 +305,17 @@ def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.n
         b_th = np.r_[thread[busy], np.full(len(node_time) // 2 - n_h, -1, np.int64)]
         b_s = np.r_[node_time[2 * busy], node_time[2 * n_h::2]]
         b_e = np.r_[node_time[2 * busy + 1], node_time[2 * n_h + 1::2]]
-        weight[own] = np.minimum(weight[own], idle_time(thread[ea[own]], node_time[a[own]], node_time[b[own]],
-                                                        b_th, b_s, b_e))
+        idle = idle_time(thread[ea[own]], node_time[a[own]], node_time[b[own]], b_th, b_s, b_e)
+        cut = own[idle < weight[own]]
+        weight[own] = np.minimum(weight[own], idle)
+        if len(cut):  # the work it waited for leads back to it (the top-level calls under no other call)
+            top_busy = busy[(parent[busy] < 0) | section[np.maximum(parent[busy], 0)]]
+            g_busy = np.r_[top_busy, np.arange(n_h, len(node_time) // 2)]
+            k = np.r_[np.searchsorted(busy, top_busy), np.arange(len(busy), len(b_th))]
+            s_a, s_b, span = section_wait_edges(thread[ea[cut]], a[cut], b[cut], node_time, b_th[k], 2 * g_busy)
+            s_w = idle_time(thread[ea[cut[span]]], node_time[s_a], node_time[s_b], b_th, b_s, b_e)
+            edges.add(s_a, s_b, s_w, SYNC, owner[cut[span]],  # (the section's own time, before and after)
+                      10.0 * (len(node_time) + 1) + 6 * len(node_time) + np.arange(len(s_a), dtype=np.float64))
     seq = np.arange(len(a), dtype=np.float64)
     # one part in walk order: a dependency between top-level ops, else the op's own time
     edges.add(a, b, np.where(top, 0, weight), np.where(top, DEPENDENCY, OPERATOR).astype(np.int8),

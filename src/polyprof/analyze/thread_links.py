@@ -4,7 +4,8 @@ thread that runs the backward pass while it blocks, and a CPU backend's collecti
 and the c10d op that queued it. The finders work once per trace (``depgraph_context.Context``);
 the edge functions return (source, destination) nodes of one window's graph, which
 ``depgraph.build`` adds with zero weight. :func:`idle_time`: how much of a section's own
-time on its thread no other thread nor device is busy (what it weighs in the graph)."""
+time on its thread no other thread nor device is busy (what it weighs in the graph);
+:func:`section_wait_edges`: the work it waited for in the rest, leading back to it."""
 
 from __future__ import annotations
 
@@ -198,43 +199,72 @@ def host_comm_edges(walk: Walk, host: np.ndarray, node_time: np.ndarray, caller:
 
 def idle_time(thread: np.ndarray, a: np.ndarray, b: np.ndarray, busy_thread: np.ndarray, busy_s: np.ndarray,
               busy_e: np.ndarray) -> np.ndarray:
-    """Per span ``[a, b]`` of a host ``thread`` (a section's time in no op; one thread's
-    spans do not overlap): how much of it no other thread nor device is busy, each busy
-    from the start of its first event (``busy_thread``, ``busy_s``, ``busy_e``; the
-    devices: thread -1) in the span to the end of its last (the time between two of its
-    ops is its own: its host code, or the hand-over between two activities). One pass per
-    (spans' thread, other thread): a handful."""
+    """Per span ``[a, b]`` of a host ``thread`` (a section's time in no op): how much of it
+    no other thread nor device is busy, each busy in its events alone (``busy_thread``,
+    ``busy_s``, ``busy_e``; the devices: thread -1), so that a background thread's few small
+    ops take only their own time. One merge of the other threads' events per spans' thread
+    (a handful)."""
     out = (b - a).astype(np.int64)
     for th in unique(thread).tolist():
         q = np.flatnonzero(thread == th)
-        q = q[np.argsort(a[q], kind="stable")]
-        qa, qb = a[q], b[q]
-        lo_parts, hi_parts = [], []
-        for other in unique(busy_thread[busy_thread != th]).tolist():
-            k = np.flatnonzero((busy_thread == other) & (busy_e > busy_s))
-            s, e = busy_s[k], busy_e[k]
-            first = np.searchsorted(qb, s, "right")  # the spans each event overlaps: first..last
-            n = np.maximum(np.searchsorted(qa, e, "left") - first, 0)
-            if not int(n.sum()):
-                continue
-            span = np.repeat(first, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
-            lo = np.full(len(q), np.iinfo(np.int64).max, np.int64)
-            hi = np.full(len(q), np.iinfo(np.int64).min, np.int64)
-            np.minimum.at(lo, span, np.repeat(s, n))
-            np.maximum.at(hi, span, np.repeat(e, n))
-            lo, hi = np.maximum(lo, qa), np.minimum(hi, qb)
-            ok = hi > lo
-            lo_parts.append(lo[ok])
-            hi_parts.append(hi[ok])
-        if not lo_parts:
-            continue
-        lo, hi = np.concatenate(lo_parts), np.concatenate(hi_parts)
-        # (each interval lies in its span, the spans are disjoint: one merge over all)
-        o = np.argsort(lo, kind="stable")
-        lo, hi = lo[o], np.maximum.accumulate(hi[o])
-        head = np.r_[True, lo[1:] >= hi[:-1]]  # (touching: apart, maybe two spans)
-        ms, me = lo[head], hi[np.r_[np.flatnonzero(head)[1:] - 1, len(lo) - 1]]
-        covered = np.zeros(len(q), np.int64)
-        np.add.at(covered, np.searchsorted(qa, ms, "right") - 1, me - ms)
-        out[q] -= covered
+        us, ue = _union(busy_s[busy_thread != th], busy_e[busy_thread != th])
+        if len(us):
+            out[q] -= _covered(us, ue, b[q]) - _covered(us, ue, a[q])
     return out
+
+
+def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals ``[s, e]`` merged: disjoint, in time order (empty ones dropped)."""
+    ok = e > s
+    s, e = s[ok], e[ok]
+    if not len(s):
+        return _NONE, _NONE
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], np.maximum.accumulate(e[o])
+    head = np.r_[True, s[1:] > e[:-1]]
+    return s[head], e[np.r_[np.flatnonzero(head)[1:] - 1, len(s) - 1]]
+
+
+def _covered(us: np.ndarray, ue: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Per time ``x``: how much of the disjoint sorted intervals ``[us, ue]`` lies before it."""
+    before = np.r_[0, np.cumsum(ue - us)]
+    i = np.searchsorted(us, x, "right") - 1
+    ok = i >= 0
+    out = np.zeros(len(x), np.int64)
+    out[ok] = before[i[ok]] + np.minimum(x[ok], ue[i[ok]]) - us[i[ok]]
+    return out
+
+
+def section_wait_edges(thread: np.ndarray, a: np.ndarray, b: np.ndarray, node_time: np.ndarray,
+                       busy_thread: np.ndarray, busy_node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source, destination, span) nodes: a section's thread waiting for other work during its
+    own time (per span, nodes ``a`` to ``b`` of a host ``thread``, one thread's spans
+    disjoint: the stretches whose weight :func:`idle_time` cut), as a waiting call: from
+    the span's start into the start of each other thread's or device's event
+    (``busy_thread``, ``busy_node``: its start node; the devices: thread -1) that starts in
+    it, and from the end of each that ends in it into the span's end (the thread's walk
+    going on): so a thread joining a worker, or blocking until an XLA run is ready, has
+    the work it waited for on its path, then its own work after (``depgraph`` weighs each
+    edge by the :func:`idle_time` between its nodes: the worker's start-up, the section's
+    own)."""
+    src: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    span: list[np.ndarray] = []
+    s_all, e_all = node_time[busy_node], node_time[busy_node + 1]
+    for th in unique(thread).tolist():
+        q = np.flatnonzero(thread == th)
+        q = q[np.argsort(node_time[a[q]], kind="stable")]
+        qa, qb = node_time[a[q]], node_time[b[q]]
+        k = np.flatnonzero((busy_thread != th) & (e_all > s_all))
+        s, e = s_all[k], e_all[k]
+        i = np.searchsorted(qa, s, "right") - 1  # the span each starts in
+        ok = (i >= 0) & (s < qb[np.maximum(i, 0)])
+        src.append(a[q[i[ok]]])
+        dst.append(busy_node[k[ok]])
+        span.append(q[i[ok]])
+        j = np.searchsorted(qb, e, "left")  # the span each ends in
+        ok = (j < len(q)) & (e > qa[np.minimum(j, len(q) - 1)])
+        src.append(busy_node[k[ok]] + 1)
+        dst.append(b[q[j[ok]]])
+        span.append(q[j[ok]])
+    return (np.concatenate(src), np.concatenate(dst), np.concatenate(span)) if src else (_NONE, _NONE, _NONE)
