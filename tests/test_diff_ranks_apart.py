@@ -17,7 +17,7 @@ import pytest
 
 import polyprof
 from polyprof.analyze.diff import diff
-from polyprof.analyze.diff_verdict import _apart, measures_wait
+from polyprof.analyze.diff_apart import _apart, measures_wait
 from polyprof.analyze.frames import column
 from polyprof.analyze.units import fmt_ns
 

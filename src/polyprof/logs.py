@@ -55,7 +55,7 @@ class own_stderr:  # noqa: N801 - used as the context manager it is
     """While the block runs, :class:`StderrHandler` writes to ``stream``, whatever the
     program does with ``sys.stderr`` and fd 2 (``polyprof run``: cli/own_output.py). A
     class, not a generator: ``polyprof run`` holds it while the script runs, where the
-    frames beneath the script are counted (cli/run.py, ``_depth_given_back``)."""
+    frames beneath the script are counted (cli/script_exec.py, ``_depth_given_back``)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream

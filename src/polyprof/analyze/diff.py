@@ -55,7 +55,8 @@ from .diff_stats import (TESTS, Compared, Samples, SparseSamples, adjust, change
                          without_stalls)
 from .diff_nesting import NestCounts, changes_of
 from .diff_sums import TableSums, TraceSums, is_job, run_summaries
-from .diff_verdict import APART, STALL, ranks_apart, sign_notes, test_way, verdict_lines
+from .diff_apart import ranks_apart
+from .diff_verdict import APART, STALL, sign_notes, test_way, verdict_lines
 from .frames import column, frame
 from .names import normalize_name, normalize_op_name
 from .ranktest import CORRECTIONS

@@ -123,7 +123,7 @@ _ASYNC_HALF = r"-(?:start|done)(?:\.\d+)*$"
 def collective_run(table: str, name: str, kind: str) -> bool:
     """Whether a row's time is a collective's own run on its rank (a communication kernel
     that is no XLA async half; a CPU backend's work range, ``gloo:*``, ``mpi:*``):
-    ``diff_verdict.measures_wait`` says why; its time in a trace is the union of its
+    ``diff_apart.measures_wait`` says why; its time in a trace is the union of its
     events (:func:`_collective_union`)."""
     if table == "kernels":
         return kind == "communication" and re.search(_ASYNC_HALF, name) is None

@@ -14,7 +14,7 @@ its exit code and writes nothing: the trace is the parent's.
 Under the ``polyprof`` command, python's own wait for the program's non-daemon threads
 comes before the stop, so their work is in the trace; its ``atexit`` callbacks run
 after it, at python's end (``cli/thread_end.py``), and the script's module is
-``__main__`` again for them and the threads (:func:`_keep_script_main`).
+``__main__`` again for them and the threads (cli/script_exec.py).
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
-from types import CodeType, FrameType, ModuleType, TracebackType
+from types import FrameType, TracebackType
 from typing import Iterator, TextIO
 
 from ..collect import signals
 from ..collect.session import Session
 from ..errors import PolyprofError
-from ..lowlevel import heap, unseen
+from ..lowlevel import heap
 from ..report.encoding import encodable
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
@@ -46,7 +46,7 @@ from ..collect import options
 from ..collect.output import written_line
 from .thread_end import end_threads, reopened
 from .. import logs
-from . import own_output
+from . import own_output, script_exec
 from .common import (Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, error_line, plugin_list,
                      print_summary, refuse_over_inputs)
 
@@ -110,7 +110,7 @@ def run_script(target: str, args: list[str], module: bool = False, keep: bool = 
     # as python does: the script's directory, or (-m) the current directory, comes first
     sys.path.insert(0, os.getcwd() if module else str(Path(target).resolve().parent))
     try:
-        with _script_at_stack_bottom(None if module else target), signals.hidden(_on_signal):
+        with script_exec.script_at_stack_bottom(None if module else target), signals.hidden(_on_signal):
             if module:
                 runpy.run_module(target, run_name="__main__", alter_sys=True)
             else:  # __file__ absolute, as python gives it since 3.9 (sys.argv[0] as typed)
@@ -137,8 +137,8 @@ def run_script(target: str, args: list[str], module: bool = False, keep: bool = 
             sys.path[:] = old_path
 
 
-#: where the frames of the launcher (this module, runpy) beneath the script's come from
-_LAUNCHER_FILES = frozenset((__file__, getattr(runpy, "__file__", None) or "", "<frozen runpy>"))
+#: where the frames of the launcher (this module, runpy, script_exec) beneath the script's come from
+_LAUNCHER_FILES = frozenset((__file__, script_exec.__file__, getattr(runpy, "__file__", None) or "", "<frozen runpy>"))
 
 
 def _say_exit_message(code: object) -> None:
@@ -204,86 +204,6 @@ def _print_script_error(e: BaseException) -> None:
     traceback.print_exception(type(e), e, tb)
 
 
-#: the script's ``__main__`` module (runpy's, which it takes out of sys.modules when the script returns)
-_script_main: list[ModuleType] = []
-
-
-def _keep_script_main(ends: bool, module: bool = False) -> None:
-    """Where the process ends after the script (``ends``: the ``polyprof`` command), the
-    script's module is ``__main__`` again once it has returned, as under python to its
-    end, for its threads and ``atexit`` callbacks: what they pickle by name
-    (``__main__.Point``, a function given to a process pool), ``import __main__``; and,
-    as python does once a script (not a ``-m`` module) has run, without its ``__file__``
-    and ``__cached__``. (runpy puts polyprof's own ``__main__`` back as the script
-    returns; ``cli.main()`` called in a program keeps the program's.)"""
-    main = _script_main.pop() if _script_main else None
-    if ends and main is not None:
-        sys.modules["__main__"] = main
-        if not module:
-            for name in ("__file__", "__cached__"):
-                vars(main).pop(name, None)
-
-
-@contextmanager
-def _script_at_stack_bottom(argv0: str | None) -> Iterator[None]:
-    """runpy runs the script as ``python`` would, and its ``exec`` of the script's code is
-    ``lowlevel.unseen.exec_frameless``: the script's frame is the bottom of its stack, as
-    under plain ``python``, so what walks the stack from the script — torch's
-    ``with_stack`` tracer starting, ``traceback.print_stack``, ``sys._getframe`` — finds
-    no frame of runpy or polyprof beneath it (without the compiled module the launcher's
-    frames stay beneath). Only the first exec is: the script's own uses of runpy are
-    plain. That exec also gives a script back its ``sys.argv[0]`` as typed (``argv0``),
-    which ``run_path`` set to the absolute path it was given for ``__file__`` (``-m``:
-    None, the module's path, as python's)."""
-    run_code = unseen.exec_frameless or exec
-    names = vars(runpy)
-
-    def exec_once(code: CodeType, namespace: dict[str, object]) -> object:
-        names.pop("exec", None)
-        main = sys.modules.get("__main__")
-        _script_main[:] = [main] if main is not None and vars(main) is namespace else []
-        if argv0 is not None and sys.argv and sys.argv[0] == namespace.get("__file__"):
-            sys.argv[0] = argv0
-        if unseen.exec_frameless is not None:  # it does not count the frames beneath either
-            return run_code(code, namespace)
-        with _depth_given_back():
-            return run_code(code, namespace)
-
-    names["exec"] = exec_once  # runpy's exec(code, run_globals), looked up in its globals
-    try:
-        yield
-    finally:
-        if names.get("exec") is exec_once:
-            del names["exec"]
-
-
-def _room(n: int = 0) -> int:
-    """How many calls deeper than its caller's frame Python lets a program go."""
-    try:
-        return _room(n + 1)
-    except RecursionError:
-        return n
-
-
-@contextmanager
-def _depth_given_back() -> Iterator[None]:
-    """Without the compiled ``exec_frameless``, the launcher's frames beneath the script
-    count toward the recursion limit: the limit is raised by that many while the script
-    runs (so a program that recurses as deep as python allows it still can; it reads the
-    raised limit from ``sys.getrecursionlimit()``), and put back after it unless the
-    program set its own. Measured, not counted: C calls beneath count too, by version."""
-    limit = sys.getrecursionlimit()
-    # python's script frame is at depth 1; the script's frame will be one deeper than
-    # exec_once's, _room's three (exec_once, __enter__, this generator, _room)
-    below = max(0, limit - 3 - _room())
-    sys.setrecursionlimit(limit + below)
-    try:
-        yield
-    finally:
-        if sys.getrecursionlimit() == limit + below:
-            sys.setrecursionlimit(limit)
-
-
 def _prepared(args: argparse.Namespace) -> options.SessionOptions | int:
     """The session's options, checked before the program runs; or the exit code of a run
     that ends here (no such script, --serve)."""
@@ -333,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
     first = sys.stdout, sys.stderr
     # polyprof's lines go to the stdout and stderr it started with, whatever the program
     # does with sys.stdout/sys.stderr and fd 1/2 (cli/own_output.py); run_script is called
-    # here, no deeper (the frames beneath the script count: _depth_given_back)
+    # here, no deeper (the frames beneath the script count: script_exec._depth_given_back)
     with own_output.taken(*first) as (out, err, copied), \
             (logs.own_stderr(err) if copied else nullcontext()):
         ends = bool(getattr(args, "process_ends", False))
@@ -351,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
         code = run_script(target, args.args, args.module, keep=ends)  # never raises
         if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
             return _ended(code, ends)
-        _keep_script_main(ends, args.module)
+        script_exec.keep_script_main(ends, args.module)
         if ends and set(_received) <= {signal.SIGINT}:  # (a signal that unwound the script ends it now, as python)
             end_threads(started, _received, session.plugin_packages())
         with _own_streams((out, err), first), _as_polyprof(own, ends):
@@ -590,7 +510,7 @@ def _run_serving(args: argparse.Namespace, address: str, how: str) -> int:
     code = run_script(args.script, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the server is the parent's
         return code
-    _keep_script_main(False)  # (not kept here: the script's module is let go as before)
+    script_exec.keep_script_main(False)  # (not kept here: the script's module is let go as before)
     server.stop()  # a capture in progress ends now and is answered
     for s, h in previous.items():
         if signal.getsignal(s) == _on_signal:

@@ -7,14 +7,14 @@ they close: docs/architecture.md), but a capture's session stops while the progr
 on, inside its loop: the step's sections open then would be dropped, while the device
 work launched inside them is kept. Each section object whose first opening is not
 closed is known (the compiled type's list of open objects, ``_fastsection.open_sections``,
-and :data:`recorder._open` for the Python type); those that record into the stopping
+and :data:`pysection.open_objects` for the Python type); those that record into the stopping
 recorder are its open sections. A section opened before the session started records
 nothing (no session was there to record it) and is not among them.
 """
 
 from __future__ import annotations
 
-from . import recorder as rec_mod
+from . import pysection, recorder as rec_mod
 
 #: the stat that marks a section cut at the session's stop
 OPEN_AT_STOP = "open_at_stop"
@@ -28,7 +28,7 @@ def open_sections(rec: rec_mod.Recorder) -> list[tuple[str, int, dict[str, objec
     if fast is not None and hasattr(fast, "open_sections"):  # an extension built before may lack it
         out.extend(fast.open_sections(rec.sections))
     app = rec.sections.append
-    for sec in list(rec_mod._open.values()):
+    for sec in list(pysection.open_objects.values()):
         held = sec._app
         if held is not None and held == app:
             out.append((sec.name, sec._t0, sec.stats or None, sec._tid))

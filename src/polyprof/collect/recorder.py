@@ -4,7 +4,8 @@ A completed section is one tuple appended to one list; marks and counters go to
 per-thread arrays. With no active recorder every call is a global lookup and
 a return, so instrumented code costs next to nothing when nobody profiles it.
 ``section`` is the compiled ``_fastsection.section`` when the optional extension was
-built, else the pure-Python :class:`PySection` (``IMPLEMENTATION`` says which).
+built, else the pure-Python :class:`PySection` (collect/pysection.py; ``IMPLEMENTATION``
+says which).
 """
 
 from __future__ import annotations
@@ -13,19 +14,16 @@ import os
 import sys
 import threading
 from array import array
-from threading import get_ident as _get_ident
 from time import perf_counter_ns as _now
-from collections.abc import AsyncGenerator, Generator
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable
 
 from ..lowlevel import unseen
-from . import steps
+from . import pysection, steps
+from .pysection import PySection
 
 if TYPE_CHECKING:
     import numpy as np
-
-F = TypeVar("F", bound=Callable[..., object])
 
 _recorder: "Recorder | None" = None
 
@@ -222,49 +220,23 @@ class Recorder:
     notify = unseen.quiet(_notify_listeners)
 
 
-_append: Callable[[tuple], None] | None = None  # the active recorder's sections.append
-#: id -> PySection whose slot is taken (the compiled type keeps its own list): collect/opened.py
-_open: dict[int, "PySection"] = {}
-#: the crash journal's growth hook (:func:`set_growth`) and the sections' count to call it at
-_grow: Callable[[], int] | None = None
-_grow_at = sys.maxsize
-
-
 def set_growth(fn: Callable[[], int] | None, at: int) -> None:
     """Call ``fn()`` on the recording thread once the active recorder holds ``at``
     sections; it returns the next count to call it at (``fn`` None: off). The crash
     journal writes on the program's thread through it when a burst outruns its own
     thread (journal.py). A hook that raises or returns a bad count is turned off."""
-    global _grow, _grow_at
-    _grow, _grow_at = fn, at if fn is not None else sys.maxsize
+    at = at if fn is not None else sys.maxsize
+    pysection.set_growth(fn, at)
     fast_set = getattr(_fast, "set_growth", None)  # None: an extension built before the hook (no hook then)
     if fast_set is not None:
-        fast_set(fn, _grow_at)
-
-
-def _grown() -> None:
-    """PySection's side of :func:`set_growth` (the compiled section has its own)."""
-    global _grow, _grow_at
-    fn, _grow_at = _grow, sys.maxsize  # not re-entered while it runs
-    try:
-        at = fn() if fn is not None else -1
-        ok = isinstance(at, int) and at >= 0
-    except Exception:
-        ok = False
-    if _grow is fn:
-        if ok:
-            _grow_at = at
-        else:
-            _grow = None
-_listeners: list[Callable[[str, bool], None]] | None = None  # the active recorder's listeners
+        fast_set(fn, at)
 
 
 def activate(rec: Recorder | None) -> None:
-    global _recorder, _append, _listeners
+    global _recorder
     _recorder = rec
-    _append = rec.sections.append if rec is not None else None
-    _listeners = rec.listeners if rec is not None else None
-    if _fast is not None:  # the compiled section reads its own copy of the recorder
+    pysection.activate(rec)  # each section type reads its own copy of the recorder
+    if _fast is not None:
         _fast.activate(rec)
 
 
@@ -296,205 +268,6 @@ def active_recorder() -> Recorder | None:
     return _recorder
 
 
-def _task_key(tid: int) -> int | tuple[int, int]:
-    """Key of the stack of further openings of one section object: the thread, or
-    inside an asyncio task (thread, task), so tasks interleaved on one thread that
-    share a section object (``with ATTN:`` in each) close their own openings. Called
-    only on the slow paths (an object open more than once at a time)."""
-    aio = sys.modules.get("asyncio")
-    if aio is not None:
-        try:
-            task = aio.current_task()
-        except RuntimeError:  # no event loop running in this thread
-            task = None
-        if task is not None:
-            return (tid, id(task))
-    return tid
-
-
-class PySection:
-    """A named span of host time: context manager, decorator, or begin()/end().
-
-    ``with polyprof.section("Self Attention", layer=3): ...`` or
-    ``@polyprof.section("Embedding")``. Keyword stats are attached to the event.
-    Costs one global lookup when no session is active.
-
-    The pure-Python reference of the compiled ``_fastsection.section`` (used when the
-    extension is missing, or with POLYPROF_PURE_PYTHON=1). One object may be open
-    several times at once (a module-level ``ATTN = section("attn")`` in several threads,
-    or recursion): the first opening uses the object's own fields (the fast path of a
-    fresh object), further ones a per-object {thread ident: [(t0, append), ...]} dict.
-    ``__exit__`` closes the latest opening of the calling thread; ``end()`` may also
-    close an opening made on another thread.
-    """
-
-    __slots__ = ("name", "stats", "_app", "_t0", "_tid", "_more")
-
-    def __init__(self, name: str, **stats: object) -> None:
-        self.name = name
-        self.stats = stats
-        self._app: Callable[[tuple], None] | None = None  # the slot is free when None
-        self._more: dict[int | tuple[int, int], list[tuple[int, Callable[[tuple], None]]]] | None = None
-
-    def __enter__(self) -> "PySection":
-        app = _append
-        if app is not None:
-            if _listeners:
-                self._notify(True)
-            tid = _get_ident()
-            # No call between the test and the stores, so no other thread runs between
-            # them (CPython >= 3.11 switches threads only at calls and backward jumps; on
-            # 3.10 two threads would have to enter one free object within two bytecodes).
-            if self._app is None:
-                self._app = app
-                self._tid = tid
-                self._t0 = _now()
-                _open[id(self)] = self  # open now (collect/opened.py)
-            else:
-                if self._more is None:
-                    self._more = {}
-                stack = self._more.setdefault(_task_key(tid), [])
-                stack.append((_now(), app))
-        return self
-
-    def __exit__(self, et: object, ev: object, tb: object) -> None:
-        app = self._app
-        if app is not None and not self._more:  # fast path: the object's only opening
-            t1 = _now()
-            tid = _get_ident()
-            if self._tid == tid:  # else opened on another thread: not ours to close
-                t0 = self._t0
-                _open.pop(id(self), None)  # before the slot is free: a new opening registers after
-                self._app = None
-                app((self.name, t0, t1, self.stats or None, tid))
-                # self._recorded(), inlined: the common path makes no further call
-                if _grow is not None and _recorder is not None and len(_recorder.sections) >= _grow_at:
-                    _grown()
-                if _listeners:
-                    self._notify(False)
-        elif self._more:
-            self._close(False)
-
-    begin = __enter__
-
-    def end(self) -> None:
-        """Close a section opened with begin() (on any thread)."""
-        self._close(True)
-
-    def _close(self, loose: bool) -> None:
-        if self._app is None and not self._more:
-            return  # entered with no session: nothing to close
-        t1 = _now()
-        tid = _get_ident()
-        more = self._more
-        if more:
-            key = _task_key(tid)
-            stack = more.get(key)
-            # the latest opening of this thread: its stack's top, unless the slot is
-            # this thread's and started later (taken after the slot was freed); in an
-            # asyncio task its own stack's top (the slot may be another task's)
-            if stack and (key is not tid or not (self._app is not None and self._tid == tid
-                                                 and self._t0 > stack[-1][0])):
-                t0, app = stack.pop()
-                if not stack:
-                    del more[key]  # only this thread adds or removes its key
-                app((self.name, t0, t1, self.stats or None, tid))
-                self._recorded()
-                return
-        held = self._app
-        if held is None or (self._tid != tid and not loose):
-            return  # not opened on this thread (e.g. entered before the session began)
-        t0, otid = self._t0, self._tid
-        self._app = None  # take the slot: no call since reading it
-        _open.pop(id(self), None)
-        held((self.name, t0, t1, self.stats or None, otid))
-        self._recorded()
-
-    def _recorded(self) -> None:
-        """After a section is appended: the growth hook's look (as the compiled
-        section's ``record``), then the listeners."""
-        if _grow is not None and _recorder is not None and len(_recorder.sections) >= _grow_at:
-            _grown()
-        if _listeners:
-            self._notify(False)
-
-    def _notify(self, enter: bool) -> None:
-        rec = _recorder
-        if rec is not None:
-            rec.notify(self.name, enter)
-
-    def __call__(self, fn: F) -> F:
-        return _decorate(self, fn)
-
-
-def _decorate(sec: PySection, fn: F) -> F:
-    """``@section(name, **stats)``: each call runs in a fresh section of the same type.
-
-    On an ``async def``, a generator or an async generator the section times the work,
-    not the creation of the coroutine: it opens when the body first runs (first
-    ``await``/``next``) and closes when it completes (returns, raises, or is closed).
-    Each call has its own section, so concurrent asyncio tasks never share one."""
-    import functools
-    import inspect
-
-    cls, name, stats = type(sec), sec.name, sec.stats
-    if inspect.iscoroutinefunction(fn):
-        @functools.wraps(fn)
-        async def coroutine(*args: object, **kwargs: object) -> object:
-            with cls(name, **stats):
-                return await fn(*args, **kwargs)
-
-        return coroutine  # type: ignore[return-value]
-    if inspect.isasyncgenfunction(fn):
-        return functools.wraps(fn)(_async_generator(cls, name, stats, fn))  # type: ignore[return-value]
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def generator(*args: object, **kwargs: object) -> Generator[object, object, object]:
-            with cls(name, **stats):
-                return (yield from fn(*args, **kwargs))
-
-        return generator  # type: ignore[return-value]
-
-    @functools.wraps(fn)
-    def wrapper(*args: object, **kwargs: object) -> object:
-        with cls(name, **stats):
-            return fn(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _async_generator(cls: type[PySection], name: str, stats: dict[str, object],
-                     fn: Callable[..., AsyncGenerator[object, object]]) -> Callable[..., AsyncGenerator[object, object]]:
-    """An async generator that forwards asend/athrow/aclose to ``fn``'s (the async
-    counterpart of ``yield from``) inside one section."""
-
-    async def agen(*args: object, **kwargs: object) -> AsyncGenerator[object, object]:
-        inner = fn(*args, **kwargs)
-        with cls(name, **stats):
-            try:
-                value = await inner.__anext__()
-            except StopAsyncIteration:
-                return
-            while True:
-                try:
-                    sent = yield value
-                except GeneratorExit:
-                    await inner.aclose()
-                    raise
-                except BaseException as e:  # noqa: BLE001 - thrown in by the caller: hand it on
-                    try:
-                        value = await inner.athrow(e)
-                    except StopAsyncIteration:
-                        return
-                else:
-                    try:
-                        value = await inner.asend(sent)
-                    except StopAsyncIteration:
-                        return
-
-    return agen
-
-
 def _load_fast() -> ModuleType | None:
     """The compiled extension, or None (not built, or POLYPROF_PURE_PYTHON=1)."""
     if os.environ.get("POLYPROF_PURE_PYTHON", "") not in ("", "0"):
@@ -503,9 +276,9 @@ def _load_fast() -> ModuleType | None:
         from . import _fastsection  # the optional compiled section type, tried once (POLYPROF_PURE_PYTHON)
     except ImportError:
         return None
-    _fastsection.set_decorator(_decorate)
+    _fastsection.set_decorator(pysection.decorate)
     if hasattr(_fastsection, "set_task_key"):  # an extension built before may lack it
-        _fastsection.set_task_key(_task_key)
+        _fastsection.set_task_key(pysection.task_key)
     return _fastsection
 
 
