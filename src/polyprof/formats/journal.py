@@ -12,7 +12,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..trace.metadata_keys import REFERENCE_CLOCK
+from ..trace.metadata_keys import REFERENCE_CLOCK, SCHEDULE, SESSION, WARNINGS
 from ..errors import TraceFormatError, one_line
 from ..trace.core import Trace
 from . import arrow_ipc
@@ -87,16 +87,16 @@ def _window(trace: Trace, window: dict) -> None:
     wins = window.get("windows_ns")
     if not (isinstance(wins, list) and len(wins) == 1 and isinstance(wins[0], list) and len(wins[0]) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) and abs(v) <= TIME_LIMIT_NS for v in wins[0])):
-        trace.metadata.setdefault("warnings", []).append("the window in the journal's header is damaged: ignored")
+        trace.metadata.setdefault(WARNINGS, []).append("the window in the journal's header is damaged: ignored")
         return
     lo, hi = wins[0]
-    stop = int(trace.metadata["session"]["stop_ns"])
+    stop = int(trace.metadata[SESSION]["stop_ns"])
     steps = find_steps(trace)
     whole = (steps.start >= lo) & (steps.end <= (stop if hi < 0 else hi))
-    trace.metadata["schedule"] = {"delay_s": window.get("delay_s"), "duration_s": window.get("duration_s"),
+    trace.metadata[SCHEDULE] = {"delay_s": window.get("delay_s"), "duration_s": window.get("duration_s"),
                                   "windows_ns": [[lo, hi]], "recorded_steps": steps.number[whole].tolist()}
     if stop < lo:
-        trace.metadata["warnings"].append("the program ended before its window opened: nothing in it was recorded")
+        trace.metadata.setdefault(WARNINGS, []).append("the program ended before its window opened: nothing in it was recorded")
 
 
 def _header(meta: dict) -> tuple[dict, list[str]]:

@@ -62,13 +62,15 @@ def build(trace: Trace, window: WindowArg = AUTO, leave_out: Collection[str] = (
     overview = {
         "events": trace.n_events, "planes": [p.name for p in trace.planes], "tracks": len(trace.tracks),
         "trace_span_ns": s1 - s0, "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
-        "recorded_in_span_ns": stretches_ns(trace),  # less than the span where a schedule's cycles left gaps
         "steps": len(steps), "step_source": steps.describe(), "window": label(trace, window),
         "correlation": dict(corr.counts),
         "unsynchronised": unsynchronised(trace),
         "plugin_errors": list(trace.metadata.get(mkeys.PLUGIN_ERRORS, [])),
         "warnings": mkeys.warning_texts(trace.metadata),
     }
+    recorded = stretches_ns(trace)
+    if recorded < t1 - t0:  # a schedule's cycles left unrecorded steps in the span
+        overview["recorded_in_span_ns"] = recorded
     if corr.counts.get("device_activities") and not corr.counts.get("launch_calls"):
         overview["no_launch_calls"] = no_launch_calls(trace)
     cupti = trace.metadata.get(mkeys.CUPTI)
