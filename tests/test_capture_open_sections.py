@@ -9,10 +9,13 @@ still records only the sections that closed (docs/architecture.md)."""
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -21,7 +24,9 @@ pytest.importorskip("grpc")
 
 import polyprof  # noqa: E402
 from polyprof.capture import client, serve  # noqa: E402
+from polyprof.collect import opened, recorder  # noqa: E402
 from polyprof.collect.opened import OPEN_AT_STOP  # noqa: E402
+from polyprof.collect.pysection import PySection  # noqa: E402
 from polyprof.trace import metadata_keys as mkeys  # noqa: E402
 from capture_helpers import Program, free_port  # noqa: E402
 
@@ -74,6 +79,133 @@ def test_a_plain_session_stop_keeps_only_closed_sections() -> None:
         x = polyprof.section("never_closed").begin()
     x.end()
     assert "never_closed" not in set(s.trace.names().astype(str))
+
+
+
+@pytest.fixture
+def rec(section_impl) -> Iterator[recorder.Recorder]:
+    """A bare recorder made active (no session): the openings it sees are the raw ones."""
+    r = recorder.Recorder()
+    recorder.activate(r)
+    try:
+        yield r
+    finally:
+        recorder.activate(None)
+
+
+def _open_names(rec: recorder.Recorder) -> list[tuple[str, int]]:
+    return sorted((name, ident) for name, _, _, ident in opened.open_sections(rec))
+
+
+def test_an_opening_on_a_shared_objects_stack_stays_open_when_the_slot_closes(rec) -> None:
+    """Thread A holds a shared object's slot, B opens the same object (its opening goes
+    on the object's stack), A closes: B's opening is still open, and listed (before: the
+    object left the open list with the slot, so B's opening was lost from a capture)."""
+    shared = polyprof.section("shared")
+    a_in, b_in, a_out, done = (threading.Event() for _ in range(4))
+    idents: dict[str, int] = {}
+
+    def a() -> None:
+        idents["a"] = threading.get_ident()
+        with shared:
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def b() -> None:
+        idents["b"] = threading.get_ident()
+        a_in.wait(10)
+        shared.begin()
+        b_in.set()
+        done.wait(10)
+        shared.end()
+
+    ths = [threading.Thread(target=a), threading.Thread(target=b)]
+    for th in ths:
+        th.start()
+    try:
+        assert a_out.wait(10)
+        assert _open_names(rec) == [("shared", idents["b"])]
+        assert opened.cut_at(rec, time.perf_counter_ns()) == 1
+    finally:
+        done.set()
+        for th in ths:
+            th.join(10)
+    assert _open_names(rec) == []  # B closed: the object is off the list
+    assert sorted(bool((x[3] or {}).get(OPEN_AT_STOP)) for x in rec.sections if x[0] == "shared") == [False, False, True]
+
+
+def test_begin_twice_then_end_on_another_thread_leaves_the_second_open(rec) -> None:
+    """begin() twice on one thread (the slot, then the stack), end() on another thread
+    closes the slot: the opening on the stack is still listed, until its own end()."""
+    twice = polyprof.section("twice")
+    twice.begin()
+    twice.begin()
+    th = threading.Thread(target=twice.end)
+    th.start()
+    th.join(10)
+    assert _open_names(rec) == [("twice", threading.get_ident())]  # before: []
+    twice.end()
+    assert _open_names(rec) == [] and len([x for x in rec.sections if x[0] == "twice"]) == 2
+
+
+def test_an_object_dropped_while_open_leaves_the_open_list(rec) -> None:
+    """An object dropped with openings in its slot and on its stack (an exception between
+    begin() and end()) is not kept alive by the open list, nor listed once gone."""
+    x = polyprof.section("abandoned")
+    x.begin()
+    x.begin()
+    th = threading.Thread(target=x.end)  # the slot closes; the stack's opening stays
+    th.start()
+    th.join(10)
+    y = polyprof.section("abandoned_slot").begin()
+    assert _open_names(rec) == sorted([("abandoned", threading.get_ident()), ("abandoned_slot", threading.get_ident())])
+    refs = [weakref.ref(x), weakref.ref(y)] if isinstance(x, PySection) else []
+    del x, y
+    gc.collect()
+    assert _open_names(rec) == []
+    assert [r() for r in refs] == [None] * len(refs)  # the Python type's (before: kept by the registry)
+
+
+def test_a_capture_cuts_an_opening_on_a_shared_objects_stack(section_impl) -> None:
+    """One module-level section object in two threads: A opens it and closes it during
+    the capture, B opened it while A held it and is inside at the capture's end: B's
+    opening is recorded cut at the window's end (before: missing from the capture)."""
+    step = section_impl("step")
+    s = serve(0, plugins=["host"], max_duration_ms=20_000)
+    a_in, stop = threading.Event(), threading.Event()
+
+    def a() -> None:
+        deadline = time.monotonic() + 10
+        while recorder.active_recorder() is None and time.monotonic() < deadline:
+            time.sleep(0.001)  # the threads' sections begin once the capture records
+        time.sleep(0.05)
+        with step:
+            a_in.set()
+            time.sleep(0.2)
+
+    def b() -> None:
+        a_in.wait(10)
+        with step:
+            stop.wait(10)
+
+    ths = [threading.Thread(target=a), threading.Thread(target=b)]
+    for th in ths:
+        th.start()
+    try:
+        got = client.capture([s.address], 800)[0]
+    finally:
+        stop.set()
+        for th in ths:
+            th.join(10)
+        s.stop(grace_s=2)
+    assert got.ok, got.error
+    t = got.trace()
+    hi = t.metadata[mkeys.CAPTURE]["window_ns"][1]
+    steps = np.flatnonzero(t.names().astype(str) == "step")
+    cut = _cut(t)
+    assert len(steps) == 2 and len(cut) == 1 and cut[0] in set(steps.tolist())  # before: only A's, closed
+    assert t.end_ns[cut[0]] == hi and t.start_ns[cut[0]] < hi
 
 
 OCL = r"""

@@ -1,6 +1,6 @@
 /* polyprof.collect._fastsection: the compiled polyprof.section (the hot path of user sections).
  *
- * Same behaviour as the pure-Python fallback `PySection` in recorder.py (which stays
+ * Same behaviour as the pure-Python fallback `PySection` in pysection.py (which stays
  * the reference): context manager, begin()/end(), decorator (delegated to
  * recorder._decorate, so functools.wraps semantics are shared), keyword stats, the
  * recorder's listeners, and one (name, start_ns, end_ns, stats_or_None, thread_ident)
@@ -17,10 +17,13 @@
  * `__exit__` closes the latest opening of the calling thread; `end()` may also close
  * an opening made on another thread (begin() here, end() there).
  *
- * Open sections: each object whose slot is taken is on one intrusive doubly linked list
- * (two pointer stores at the opening and at the close, no allocation), so a session that
- * stops while the program runs on (a capture) can record the sections still open, cut
- * at its stop (`open_sections`).
+ * Open sections: each object with an opening not yet closed (its slot taken, or one on
+ * its stacks of further openings) is on one intrusive doubly linked list (two pointer
+ * stores at the opening and at the close, no allocation), so a session that stops while
+ * the program runs on (a capture) can record the sections still open, cut at its stop
+ * (`open_sections`). An object leaves the list only when its slot is free and its stacks
+ * are empty: an opening on a stack outlives the slot's when the slot closes first (thread
+ * A holds the slot, B opens the same object, A closes).
  *
  * Everything below runs with the GIL held; state changes never straddle a call that
  * can run Python code (allocation may run the GC, hence finalizers).
@@ -68,16 +71,31 @@ typedef struct Section {
     int64_t t0;        /* the slot's start */
     unsigned long tid; /* the slot's thread */
     PyObject *more;    /* NULL, or dict {ident: [(t0, list), ...]} of further openings */
-    struct Section *open_prev, *open_next;  /* on g_open while the slot is taken */
+    struct Section *open_prev, *open_next;  /* on g_open while an opening is not closed */
 } Section;
 
-/* The objects whose slot is taken (borrowed: an object unlinks itself when its slot is
- * freed or when it is deallocated). */
+/* The objects with an opening not yet closed (borrowed: an object unlinks itself when its
+ * slot is free and its stacks are empty, or when it is deallocated). */
 static Section *g_open;
 
+static inline int
+open_linked(Section *self)
+{
+    return g_open == self || self->open_prev != NULL;
+}
+
+static inline int
+open_none(Section *self)
+{
+    return self->list == NULL && (self->more == NULL || PyDict_GET_SIZE(self->more) == 0);
+}
+
+/* Put self on g_open (once). */
 static void
 open_link(Section *self)
 {
+    if (open_linked(self))
+        return;
     self->open_prev = NULL;
     self->open_next = g_open;
     if (g_open != NULL)
@@ -182,8 +200,7 @@ section_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static void
 section_dealloc(Section *self)
 {
-    if (self->list != NULL)
-        open_unlink(self);
+    open_unlink(self);  /* slot taken, or openings left on its stacks (abandoned) */
     Py_XDECREF(self->name);
     Py_XDECREF(self->stats);
     Py_XDECREF(self->list);
@@ -239,6 +256,8 @@ push_more(Section *self, PyObject *list, unsigned long tid)
         goto done;
     rc = PyList_Append(stack, entry);
     Py_DECREF(entry);
+    if (rc == 0)
+        open_link(self);  /* open while this opening is, even once the slot closes */
 done:
     Py_DECREF(key);
     return rc;
@@ -371,6 +390,8 @@ close_section(Section *self, int loose)
                 rc = PyList_SetSlice(stack, n - 1, n, NULL);
                 if (rc == 0 && PyList_GET_SIZE(stack) == 0)
                     rc = PyDict_DelItem(self->more, key);
+                if (open_none(self))
+                    open_unlink(self);
                 Py_DECREF(stack);
                 Py_DECREF(key);
                 if (rc == 0)
@@ -387,7 +408,8 @@ close_section(Section *self, int loose)
         return 0;  /* not opened on this thread (e.g. entered before the session began) */
     list = self->list;  /* take the slot before anything that can run other threads */
     self->list = NULL;
-    open_unlink(self);
+    if (open_none(self))  /* else openings on its stacks are still open */
+        open_unlink(self);
     t0 = self->t0;
     otid = self->tid;
     rc = record(self, list, t0, t1, otid);
@@ -752,8 +774,8 @@ fatal_note(PyObject *Py_UNUSED(module), PyObject *arg)
 }
 
 /* open_sections(list) -> [(name, t0, stats or None, ident), ...]: the openings not yet
- * closed that record into `list` (a recorder's sections): the slot of each object on
- * g_open, and the further openings on its stacks. The objects are held first (no
+ * closed that record into `list` (a recorder's sections): of each object on g_open, its
+ * slot (when taken) and the further openings on its stacks. The objects are held first (no
  * allocation while the list is walked: an allocation may run the GC, hence Python code
  * that opens or closes sections). */
 static PyObject *
@@ -774,10 +796,13 @@ open_sections(PyObject *Py_UNUSED(module), PyObject *list)
     n = i;
     out = PyList_New(0);
     for (i = 0; i < n && out != NULL; i++) {
+        PyObject *name, *stats;
         s = held[i];
+        /* owned: a finalizer run by an allocation below may assign the object's name or stats */
+        name = Py_NewRef(s->name);
+        stats = Py_NewRef(s->stats != NULL && PyDict_GET_SIZE(s->stats) > 0 ? s->stats : Py_None);
         if (s->list == list) {
-            tup = Py_BuildValue("(OLOk)", s->name, (long long)s->t0,
-                                s->stats != NULL && PyDict_GET_SIZE(s->stats) > 0 ? s->stats : Py_None, s->tid);
+            tup = Py_BuildValue("(OLOk)", name, (long long)s->t0, stats, s->tid);
             if (tup == NULL || PyList_Append(out, tup) < 0)
                 Py_CLEAR(out);
             Py_XDECREF(tup);
@@ -796,9 +821,7 @@ open_sections(PyObject *Py_UNUSED(module), PyObject *list)
                     if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 || PyTuple_GET_ITEM(entry, 1) != list)
                         continue;
                     Py_INCREF(entry);  /* the allocations below may run code that pops it */
-                    tup = PyTuple_Pack(4, s->name, PyTuple_GET_ITEM(entry, 0),
-                                       s->stats != NULL && PyDict_GET_SIZE(s->stats) > 0 ? s->stats : Py_None,
-                                       ident);
+                    tup = PyTuple_Pack(4, name, PyTuple_GET_ITEM(entry, 0), stats, ident);
                     Py_DECREF(entry);
                     if (tup == NULL || PyList_Append(out, tup) < 0)
                         Py_CLEAR(out);
@@ -807,6 +830,8 @@ open_sections(PyObject *Py_UNUSED(module), PyObject *list)
             }
             Py_XDECREF(items);
         }
+        Py_DECREF(name);
+        Py_DECREF(stats);
     }
     for (i = 0; i < n; i++)
         Py_DECREF(held[i]);

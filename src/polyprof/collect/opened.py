@@ -6,8 +6,9 @@ none open that matter (``polyprof run`` turns the end's signals into ``SystemExi
 they close: docs/architecture.md), but a capture's session stops while the program runs
 on, inside its loop: the step's sections open then would be dropped, while the device
 work launched inside them is kept. Each section object whose first opening is not
-closed is known (the compiled type's list of open objects, ``_fastsection.open_sections``,
-and :data:`pysection.open_objects` for the Python type); those that record into the stopping
+closed, in its slot or on its stacks of further openings, is known (the compiled type's
+list of open objects, ``_fastsection.open_sections``, and :data:`pysection.open_objects`
+for the Python type, both without keeping an object alive); those that record into the stopping
 recorder are its open sections. A section opened before the session started records
 nothing (no session was there to record it) and is not among them.
 """
@@ -28,7 +29,10 @@ def open_sections(rec: rec_mod.Recorder) -> list[tuple[str, int, dict[str, objec
     if fast is not None and hasattr(fast, "open_sections"):  # an extension built before may lack it
         out.extend(fast.open_sections(rec.sections))
     app = rec.sections.append
-    for sec in list(pysection.open_objects.values()):
+    for ref in pysection.open_objects.valuerefs():  # one list made in C: other threads may open or close
+        sec = ref()
+        if sec is None:
+            continue
         held = sec._app
         if held is not None and held == app:
             out.append((sec.name, sec._t0, sec.stats or None, sec._tid))

@@ -11,6 +11,7 @@ collect/recorder.py picks the type ``polyprof.section`` is.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import AsyncGenerator, Generator
 from threading import get_ident as _get_ident
 from time import perf_counter_ns as _now
@@ -24,8 +25,10 @@ F = TypeVar("F", bound=Callable[..., object])
 _recorder: "Recorder | None" = None  # the active recorder (recorder.activate)
 _append: Callable[[tuple], None] | None = None  # the active recorder's sections.append
 _listeners: list[Callable[[str, bool], None]] | None = None  # the active recorder's listeners
-#: id -> PySection whose slot is taken (the compiled type keeps its own list): collect/opened.py
-open_objects: dict[int, "PySection"] = {}
+#: id -> PySection with an opening not yet closed (its slot taken, or one on its stacks of
+#: further openings): collect/opened.py. Weak, as the compiled type's list (borrowed): an
+#: object dropped while open (begin() and no end()) is not kept, nor its session's sections.
+open_objects: "weakref.WeakValueDictionary[int, PySection]" = weakref.WeakValueDictionary()
 #: the crash journal's growth hook (``recorder.set_growth``) and the sections' count to call it at
 _grow: Callable[[], int] | None = None
 _grow_at = sys.maxsize
@@ -93,7 +96,7 @@ class PySection:
     close an opening made on another thread.
     """
 
-    __slots__ = ("name", "stats", "_app", "_t0", "_tid", "_more")
+    __slots__ = ("name", "stats", "_app", "_t0", "_tid", "_more", "__weakref__")
 
     def __init__(self, name: str, **stats: object) -> None:
         self.name = name
@@ -120,6 +123,7 @@ class PySection:
                     self._more = {}
                 stack = self._more.setdefault(task_key(tid), [])
                 stack.append((_now(), app))
+                open_objects[id(self)] = self  # open while this opening is, even once the slot closes
         return self
 
     def __exit__(self, et: object, ev: object, tb: object) -> None:
@@ -131,6 +135,8 @@ class PySection:
                 t0 = self._t0
                 open_objects.pop(id(self), None)  # before the slot is free: a new opening registers after
                 self._app = None
+                if self._more:  # pushed by another thread while the pop ran (a Python call)
+                    open_objects[id(self)] = self
                 app((self.name, t0, t1, self.stats or None, tid))
                 # self._recorded(), inlined: the common path makes no further call
                 if _grow is not None and _recorder is not None and len(_recorder.sections) >= _grow_at:
@@ -163,6 +169,8 @@ class PySection:
                 t0, app = stack.pop()
                 if not stack:
                     del more[key]  # only this thread adds or removes its key
+                if self._app is None and not more:
+                    self._unregister()
                 app((self.name, t0, t1, self.stats or None, tid))
                 self._recorded()
                 return
@@ -171,9 +179,17 @@ class PySection:
             return  # not opened on this thread (e.g. entered before the session began)
         t0, otid = self._t0, self._tid
         self._app = None  # take the slot: no call since reading it
-        open_objects.pop(id(self), None)
+        if not self._more:  # else openings on its stacks are still open
+            self._unregister()
         held((self.name, t0, t1, self.stats or None, otid))
         self._recorded()
+
+    def _unregister(self) -> None:
+        """Off :data:`open_objects`, its last opening closed; back on if another thread
+        opened it while the pop ran (a Python call: threads may switch inside)."""
+        open_objects.pop(id(self), None)
+        if self._app is not None or self._more:
+            open_objects[id(self)] = self
 
     def _recorded(self) -> None:
         """After a section is appended: the growth hook's look (as the compiled
