@@ -1,7 +1,8 @@
 """The critical path of each step of one rank: which ops and device activities make the
 step as long as it is, and how much slack the others have.
 
-Per step (the whole trace when it has none) the dependency graph of ``analyze/depgraph.py``
+Per step (the whole trace when it has none; a time window holding no whole step:
+that window, ``Selection.timed``) the dependency graph of ``analyze/depgraph.py``
 is built over the step's host span and its longest path found (``analyze/longest_path.py``);
 both follow HTA's critical path analysis, whose results they reproduce
 (tests/test_critical_path.py), with each stream's order added (``depgraph``: HTA leaves
@@ -27,7 +28,7 @@ from .common import qualified_names
 from .frames import column, empty_frame, frame
 from .table import Table
 from .longest_path import LongestPath, forest_times, longest_path
-from .window import WindowArg, view
+from .window import WindowArg, selection, view
 
 COLUMNS = ["rank", "step", "name", "module", "kind", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns",
            "path_ns", "span_ns"]
@@ -37,13 +38,18 @@ _TEXT = ("name", "module", "kind", "track")
 log = logging.getLogger("polyprof")
 
 def step_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(step numbers, host starts, host ends): the steps, or the whole trace as step -1."""
+    """(step numbers, host starts, host ends): the steps, or the whole trace as step -1;
+    in a time window holding no whole step (``Selection.timed``), the window as step -1
+    (its first stretch's start to its last one's end), its events taken as a step's."""
     steps = cache.steps(trace)
     if len(steps):
         return (np.asarray(steps.number, np.int64), np.asarray(steps.start, np.int64),
                 np.asarray(steps.end, np.int64))
     if not trace.n_events:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    sel = selection(trace)
+    if sel is not None and sel.timed:
+        return np.array([-1], np.int64), np.array([sel.lo], np.int64), np.array([sel.hi], np.int64)
     s = np.asarray(trace.events["start_ns"], np.int64)
     e = s + np.asarray(trace.events["dur_ns"], np.int64)
     return np.array([-1], np.int64), np.array([s.min()], np.int64), np.array([e.max()], np.int64)
@@ -121,7 +127,8 @@ def _limit(max_events: int | None | str) -> int | None:
 def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None | str = "default") -> Table:
     """Every op, runtime call and device activity of each step's dependency graph.
 
-    Columns: ``rank``; ``step`` (-1: a trace without steps, taken whole); ``name``
+    Columns: ``rank``; ``step`` (-1: a trace without steps, taken whole, or its time
+    window where one was analysed: ``step_windows``); ``name``
     (an XLA op or kernel of a known module: ``module/op``, as ``kernel_breakdown`` and
     ``event_stats`` name it, ``common.qualified_names``); ``module`` ("" for none);
     ``kind`` (``cpu_op``, ``runtime``, ``kernel``, ``memcpy``, ``memset``,

@@ -66,7 +66,8 @@ def sync_by_thread(trace: Trace, window: WindowArg = None) -> Table:
     the trace has steps, else inside the analysed span — so the profiler's own sync after
     the last step does not count. Overlapping calls on one thread count once.
 
-    Columns: ``thread`` (track name), ``calls`` (sync calls starting in the windows),
+    Columns: ``thread`` (track name), ``calls`` (sync calls overlapping the windows: one
+    begun before a window and waiting on into it counts, as its time there does),
     ``sync_ns`` (time covered by them inside the windows), ``window_ns`` (total length of
     the windows), ``share_pct`` (``sync_ns`` / ``window_ns``, at most 100). Sorted by
     ``sync_ns``, largest first. ``window``: the steps analysed (``analyze/window.py``).
@@ -92,7 +93,9 @@ def sync_by_thread(trace: Trace, window: WindowArg = None) -> Table:
     t_first = np.flatnonzero(np.r_[True, th[1:] != th[:-1]])  # each thread's first call
     seg_thread = np.cumsum(np.r_[True, th[1:] != th[:-1]])[first] - 1
     busy = np.add.reduceat(seg_busy, np.flatnonzero(np.r_[True, seg_thread[1:] != seg_thread[:-1]]))
-    pos = np.searchsorted(ws, st, side="right") - 1
+    # a call overlaps a window where the last window starting before its end reaches past
+    # its start (the windows are disjoint, in order): one begun before the window counts
+    pos = np.searchsorted(ws, en, side="left") - 1
     calls = np.add.reduceat(((pos >= 0) & (st < we[np.maximum(pos, 0)])).astype(np.int64), t_first)
     # named after the track of the thread's first sync row (two tracks can record one thread)
     names = [trace.tracks[int(t)].name for t in ev["track"][np.minimum.reduceat(rows[order], t_first)]]

@@ -307,7 +307,7 @@ def _parts(out: Out, report: Report, top: int, W: int) -> None:
     _section_tables(out, T["section_stats"], top, W, has_device)
     _memory_tables(out, report, top, W)
     _step_tables(out, T, top, W, has_device)
-    _critical_path_table(out, T.get("critical_path"), top, W)
+    _critical_path_table(out, T.get("critical_path"), top, W, getattr(selection(report.trace), "timed", False))
     comm_tables(out, T, top, W)
     cg = T.get("cuda_graphs")
     if cg is not None and len(cg):
@@ -506,8 +506,9 @@ def _step_tables(out: Out, T: dict[str, Table], top: int, W: int, has_device: bo
             ("delay_median_ns", "delay median", fmt_ns), ("delay_p99_ns", "delay p99", fmt_ns, True)], top, W))
 
 
-def _critical_path_table(out: Out, cp: Table | None, top: int, W: int) -> None:
-    """What the steps' critical paths ran through (analyze/critical_path.py)."""
+def _critical_path_table(out: Out, cp: Table | None, top: int, W: int, timed: bool = False) -> None:
+    """What the steps' critical paths ran through (analyze/critical_path.py); ``timed``:
+    a time window's (``path_text.path_line``)."""
     if cp is None or not len(cp):
         return
     t = on_path_totals(cp)
@@ -515,7 +516,7 @@ def _critical_path_table(out: Out, cp: Table | None, top: int, W: int) -> None:
         out(_table("Critical path", t, [("name", "name", None), ("kind", "kind", None),
                                         ("on_path_ns", "on path", fmt_ns), ("share_pct", "share", fmt_pct),
                                         ("steps", "steps", _int, True)], top, W))
-        out(Para(((path_line(cp), "dim"),), indent=2))
+        out(Para(((path_line(cp, timed), "dim"),), indent=2))
 
 
 def _other_events(out: Out, T: dict[str, Table], top: int, W: int) -> None:
