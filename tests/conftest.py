@@ -84,6 +84,20 @@ def section_impl(request, monkeypatch):
     return cls
 
 
+@pytest.fixture
+def rec(section_impl):
+    """A bare recorder made active (no session), so tests see the raw record tuples;
+    with each section implementation in turn (the section_impl fixture)."""
+    from polyprof.collect import recorder
+
+    r = recorder.Recorder()
+    recorder.activate(r)
+    try:
+        yield r
+    finally:
+        recorder.activate(None)
+
+
 # ------------------------------------------------------------------ OpenCL
 # Tests marked `opencl` need a device that compiles kernels. Some drivers list a device
 # that cannot (PoCL 3.0 from the pyopencl wheel on CPUs its LLVM does not know, such as

@@ -15,7 +15,6 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -80,17 +79,6 @@ def test_a_plain_session_stop_keeps_only_closed_sections() -> None:
     x.end()
     assert "never_closed" not in set(s.trace.names().astype(str))
 
-
-
-@pytest.fixture
-def rec(section_impl) -> Iterator[recorder.Recorder]:
-    """A bare recorder made active (no session): the openings it sees are the raw ones."""
-    r = recorder.Recorder()
-    recorder.activate(r)
-    try:
-        yield r
-    finally:
-        recorder.activate(None)
 
 
 def _open_names(rec: recorder.Recorder) -> list[tuple[str, int]]:

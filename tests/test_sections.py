@@ -15,7 +15,7 @@ import threading
 import time
 import zipfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -24,18 +24,6 @@ from polyprof.collect import recorder
 from polyprof.trace import keys
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def rec(section_impl: Any) -> Iterator[recorder.Recorder]:
-    """A bare recorder made active (no session), so tests see the raw record tuples;
-    with each section implementation in turn (the section_impl fixture)."""
-    r = recorder.Recorder()
-    recorder.activate(r)
-    try:
-        yield r
-    finally:
-        recorder.activate(None)
 
 
 def named(r: recorder.Recorder, name: str) -> list[tuple]:
