@@ -242,11 +242,13 @@ def section_wait_edges(thread: np.ndarray, a: np.ndarray, b: np.ndarray, node_ti
     disjoint: the stretches whose weight :func:`idle_time` cut), as a waiting call: from
     the span's start into the start of each other thread's or device's event
     (``busy_thread``, ``busy_node``: its start node; the devices: thread -1) that starts in
-    it, and from the end of each that ends in it into the span's end (the thread's walk
-    going on): so a thread joining a worker, or blocking until an XLA run is ready, has
-    the work it waited for on its path, then its own work after (``depgraph`` weighs each
-    edge by the :func:`idle_time` between its nodes: the worker's start-up, the section's
-    own)."""
+    it, from the end of each that ends in it into the span's end (the thread's walk
+    going on), and from the end of each into the first start of one strictly after it in
+    the span (the span split at the work's boundaries: a worker pausing between bursts):
+    so a thread joining a worker, or blocking until an XLA run is ready, has the work it
+    waited for on its path, the pauses between, then its own work after (``depgraph``
+    weighs each edge by the :func:`idle_time` between its nodes: the worker's start-up,
+    its pauses, the section's own)."""
     src: list[np.ndarray] = []
     dst: list[np.ndarray] = []
     span: list[np.ndarray] = []
@@ -267,4 +269,14 @@ def section_wait_edges(thread: np.ndarray, a: np.ndarray, b: np.ndarray, node_ti
         src.append(busy_node[k[ok]] + 1)
         dst.append(b[q[j[ok]]])
         span.append(q[j[ok]])
+        # a pause of the work between: each end into the first start after it in its span
+        # (strictly after: forward in time, no cycle), weighing the section's idle time
+        ins = np.flatnonzero((i >= 0) & (s < qb[np.maximum(i, 0)]))
+        ins = ins[np.argsort(s[ins], kind="stable")]
+        nxt = np.searchsorted(s[ins], e[ok], "right")
+        has = nxt < len(ins)
+        has[has] &= i[ins[nxt[has]]] == j[ok][has]
+        src.append(busy_node[k[ok][has]] + 1)
+        dst.append(busy_node[k[ins[nxt[has]]]])
+        span.append(q[j[ok][has]])
     return (np.concatenate(src), np.concatenate(dst), np.concatenate(span)) if src else (_NONE, _NONE, _NONE)
