@@ -64,5 +64,7 @@ def test_sigterm_in_a_duckdb_query_is_no_internal_error(tmp_path: Path) -> None:
                           "SELECT count(*) FROM range(3000000000) t(i) WHERE i % 7 = 3"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     rc, took, err = _terminate(p, None, 4.0)
-    assert rc == -signal.SIGTERM and took < 10, (rc, took, err)
+    # (0.02-0.07 s here, sent at 0.3 to 4 s; 10.6 s once in a CI run at load 5, the signal
+    # perhaps before the query began: the bound catches a hang, not a slow machine)
+    assert rc == -signal.SIGTERM and took < 30, (rc, took, err)
     assert "internal error" not in err
