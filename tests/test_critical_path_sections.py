@@ -30,10 +30,9 @@ from polyprof.analyze.critical_path_track import TRACK, with_critical_path
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
-#: steps 0-3: the step's time in a section, in no op, nothing else running; steps 4-7: the
-#: same with a background thread doing one small matmul every 2 ms; steps 8-11: a section
-#: the thread spends joining a worker thread running matmuls, then a few of its own
-PROGRAM = r"""
+#: what the torch programs share: one intra-op thread, a 128x128 matrix, mm(n): n
+#: matmul+tanh ops
+TORCH_HEAD = r"""
 import threading, time
 import torch
 import polyprof
@@ -46,7 +45,12 @@ def mm(n):
     y = x
     for _ in range(n):
         y = torch.tanh(y @ x)
+"""
 
+#: steps 0-3: the step's time in a section, in no op, nothing else running; steps 4-7: the
+#: same with a background thread doing one small matmul every 2 ms; steps 8-11: a section
+#: the thread spends joining a worker thread running matmuls, then a few of its own
+PROGRAM = TORCH_HEAD + r"""
 
 stop = threading.Event()
 
@@ -106,20 +110,7 @@ for i in range(8):
 
 #: a section joining a worker that pauses between bursts of matmuls (the verifier's gap
 #: case): the main thread waits for every burst and every pause
-BURST_PROGRAM = r"""
-import threading, time
-import torch
-import polyprof
-
-torch.set_num_threads(1)
-x = torch.randn(128, 128)
-
-
-def mm(n):
-    y = x
-    for _ in range(n):
-        y = torch.tanh(y @ x)
-
+BURST_PROGRAM = TORCH_HEAD + r"""
 
 def worker():
     mm(10)
