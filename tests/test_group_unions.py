@@ -14,13 +14,32 @@ from polyprof.analyze import group_unions
 from polyprof.analyze.breakdown import comm_comp_overlap, temporal_breakdown
 from polyprof.analyze.common import COMMUNICATION, COMPUTE, device_view
 from polyprof.analyze.kernel_states import kernel_state_breakdown
-from polyprof.derive.intervals import clip_union, intersect_len
+from polyprof.derive.intervals import clip_union, covered, intersect_len, union, union_len
 
 DATA = Path(__file__).parent / "data"
 
 
 def _per_group(group, s, e, n, t0, t1):
     return [clip_union(s[group == g], e[group == g], t0, t1) for g in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_union_len_and_covered_against_a_timeline_of_unit_cells(seed):
+    """The one interval merge the analyses share (collectives, thread links, HTA's busy
+    time): each checked against a boolean timeline, empty and reversed intervals too."""
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(0, 40))
+    s = rng.integers(0, 500, m)
+    e = s + rng.integers(-5, 80, m)
+    cells = np.zeros(600, bool)
+    for a, b in zip(s.tolist(), e.tolist()):
+        cells[a:max(a, b)] = True
+    assert union_len(s, e) == int(cells.sum())
+    ok = e > s
+    us, ue = union(s[ok], e[ok])
+    a = rng.integers(0, 550, 10)
+    b = a + rng.integers(0, 50, 10)
+    assert covered(us, ue, a, b).tolist() == [int(cells[x:y].sum()) for x, y in zip(a.tolist(), b.tolist())]
 
 
 @pytest.mark.parametrize("seed", range(30))

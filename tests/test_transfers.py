@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import polyprof
-from polyprof.analyze.collectives import COLUMNS, shape_bytes, union_ns
+from polyprof.analyze.collectives import COLUMNS, shape_bytes
 from polyprof.analyze.frames import frame
 from polyprof.ranks.align import align_ranks, alignment_table
 from polyprof.report.tables import build
@@ -86,7 +86,6 @@ def test_shape_bytes():
     assert shape_bytes([[32, 64], [], []], ["float", "Scalar", ""]) == 8192
     assert shape_bytes('[[[1024]], [], [], []]', '["TensorList", "", "Scalar", "Scalar"]') == 0
     assert shape_bytes("not json", "[]") == 0
-    assert union_ns(np.array([0, 5, 20]), np.array([10, 12, 30])) == 22
 
 
 # --- alignment from transfers, on tables made to a known truth -------------------------

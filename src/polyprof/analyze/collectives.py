@@ -541,18 +541,6 @@ def collective_stats(tables: dict[int, Table]) -> Table:
 
 
 
-def union_ns(start: np.ndarray, end: np.ndarray) -> int:
-    """Time covered by the intervals ``[start, end)`` (overlaps once)."""
-    if not len(start):
-        return 0
-    o = np.argsort(start, kind="stable")
-    s, e = np.asarray(start, np.int64)[o], np.maximum.accumulate(np.asarray(end, np.int64)[o])
-    new = np.r_[True, s[1:] > e[:-1]]  # a run starts where it begins after all before it ended
-    first = np.flatnonzero(new)
-    last = np.r_[first[1:] - 1, len(s) - 1]
-    return int((e[last] - s[first]).sum())
-
-
 def windowed(trace: Trace, table: Table) -> Table:
     """The rows of a collective table that began in the analysed window (all of them
     for a trace analysed whole): what stragglers, statistics and transfers count."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..derive import cache
+from ..derive.intervals import covered, union
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import member, unique
@@ -207,31 +208,9 @@ def idle_time(thread: np.ndarray, a: np.ndarray, b: np.ndarray, busy_thread: np.
     out = (b - a).astype(np.int64)
     for th in unique(thread).tolist():
         q = np.flatnonzero(thread == th)
-        us, ue = _union(busy_s[busy_thread != th], busy_e[busy_thread != th])
-        if len(us):
-            out[q] -= _covered(us, ue, b[q]) - _covered(us, ue, a[q])
-    return out
-
-
-def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The intervals ``[s, e]`` merged: disjoint, in time order (empty ones dropped)."""
-    ok = e > s
-    s, e = s[ok], e[ok]
-    if not len(s):
-        return _NONE, _NONE
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], np.maximum.accumulate(e[o])
-    head = np.r_[True, s[1:] > e[:-1]]
-    return s[head], e[np.r_[np.flatnonzero(head)[1:] - 1, len(s) - 1]]
-
-
-def _covered(us: np.ndarray, ue: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Per time ``x``: how much of the disjoint sorted intervals ``[us, ue]`` lies before it."""
-    before = np.r_[0, np.cumsum(ue - us)]
-    i = np.searchsorted(us, x, "right") - 1
-    ok = i >= 0
-    out = np.zeros(len(x), np.int64)
-    out[ok] = before[i[ok]] + np.minimum(x[ok], ue[i[ok]]) - us[i[ok]]
+        other = (busy_thread != th) & (busy_e > busy_s)
+        us, ue = union(busy_s[other], busy_e[other])
+        out[q] -= covered(us, ue, a[q], b[q])
     return out
 
 

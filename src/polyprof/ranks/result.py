@@ -18,10 +18,11 @@ from ..analyze.findings import Finding
 from ..analyze.frames import column
 from ..analyze.registry import Tables, analyses, per_event_tables
 from ..analyze.window import AUTO, label, selection, view
+from ..derive.intervals import union_len
 from ..errors import PolyprofError
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
-from ..analyze.collectives import collective_table, union_ns
+from ..analyze.collectives import collective_table
 from ..trace.sorting import median
 from .align import WALL_IDENTITY
 
@@ -151,7 +152,7 @@ def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns:
         s, e = column(collectives, "start_ns")[host].astype(np.int64), column(collectives, "end_ns")[host].astype(np.int64)
         if start_ns is not None and span_ns:  # a collective begun in the window may end after it
             s, e = np.maximum(s, start_ns), np.minimum(e, start_ns + span_ns)
-        comm = union_ns(s[e > s], e[e > s])
+        comm = union_len(s, e)
     comm_pct = 100.0 * comm / span_ns if span_ns else float("nan")
     return (int(events), len(steps), float(steps.mean()) if len(steps) else float("nan"),
             median(steps) if len(steps) else float("nan"),
