@@ -26,7 +26,7 @@ from polyprof.analyze import registry as areg
 from polyprof.analyze.frames import column, frame
 from polyprof.formats import registry as freg
 from polyprof.ranks import sources
-from polyprof.report import extension_tables, terminal
+from polyprof.report import extension_tables, grid
 from polyprof.report.textout import _cells
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,7 +164,7 @@ def test_a_wide_vendor_table_fits_80_columns_keys_first(monkeypatch):
     monkeypatch.setattr(areg, "_extensions", (areg.Analysis("acme_wide", _wide),))
     tables = areg.compute_all(polyprof.load(TRITON))
     got = []
-    extension_tables.parts(got.append, tables, 3, 80, terminal._table)
+    extension_tables.parts(got.append, tables, 3, 80, grid._table)
     assert len(got) == 1
     lines = [text for text, _ in got[0].lines(80)]
     assert lines[0].startswith("acme_wide") and "(top 3 of 5)" in lines[0]

@@ -22,7 +22,7 @@ import numpy as np
 import polyprof
 from polyprof.analyze import efficiency, memory, peaks
 from polyprof.analyze.frames import column
-from polyprof.report import names, terminal, textout
+from polyprof.report import grid, names, terminal, textout
 from polyprof.report.fit import fit_texts
 from polyprof.trace.stats import StatColumn, StatTable
 
@@ -163,14 +163,32 @@ def test_a_table_that_fits_works_out_no_narrowest_widths(monkeypatch):
     only worked out for a table wider than the terminal."""
     t = polyprof.load(CONV)
     calls = []
-    monkeypatch.setattr(terminal, "ladder", lambda s: calls.append(s) or names.ladder(s))
+    monkeypatch.setattr(grid, "ladder", lambda s: calls.append(s) or names.ladder(s))
     tb = memory.memory_peak(t)
     cols = [("device", "device", None), ("allocator", "allocator", None), ("peak_bytes", "peak", str)]
-    wide = terminal._table("peaks", tb, cols, 15, 80)
+    wide = grid._table("peaks", tb, cols, 15, 80)
     assert not calls and [w for _, w, _ in wide.columns] == [13, 9, 10]
-    narrow = terminal._table("peaks", tb, cols, 15, 30)
+    narrow = grid._table("peaks", tb, cols, 15, 30)
     assert calls and [w for _, w, _ in narrow.columns][0] < 13
     assert narrow.rows[0][0] == "GPU:1"  # shortened as before: the device without "/device:"
+
+
+def test_a_narrow_table_leaves_blank_columns_first_and_names_what_it_left_out():
+    """At 80 columns a column every row of which is "-" (a CPU-only job's device shares)
+    leaves before an optional column with values, and the title names the optional
+    columns left out (a blank one has nothing to miss)."""
+    from polyprof.analyze.frames import frame
+
+    tb = frame({"rank": np.arange(2), "file": np.array(["a_long_file_name.json.gz"] * 2, object),
+                "compute": np.full(2, np.nan), "comm": np.array([302e6, 40e6]),
+                "events": np.array([2000, 2852])})
+    pct = lambda x: "-" if x != x else f"{x:.1f}%"  # noqa: E731
+    cols = [("rank", "rank", str), ("file", "file", str, 2), ("compute", "compute", pct),
+            ("comm", "communication", str), ("events", "events", str, 1)]
+    g = grid._table("Ranks", tb, cols, 15, 60)
+    assert g.headers == ["rank", "file", "communication", "events"] and g.title == "Ranks"
+    g = grid._table("Ranks", tb, cols, 15, 40)
+    assert g.headers == ["rank", "communication", "events"] and g.title == "Ranks  (left out: file)"
 
 
 def test_cuda_looked_up_once_per_trace():

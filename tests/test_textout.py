@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console, Group
 
 import polyprof
-from polyprof.report import terminal, textout
+from polyprof.report import grid, terminal, textout
 from polyprof.report.tables import build
 from polyprof.report.textout import Boxed, Para, Terminal, plain_terminal, representable, to_rich
 
@@ -86,7 +86,7 @@ def test_what_it_does_not_repeat_goes_to_rich():
     assert not representable([Para((("wide 畳み込み", None),))])
     assert not representable([Boxed("F", (Para((("e\u0301", None),)),))])
     assert not representable([Para((("x", "underline"),))])
-    assert representable([terminal.Grid("wide 畳み込み", [("h", 3, True)], [["畳"]])])  # a Grid measures itself
+    assert representable([grid.Grid("wide 畳み込み", [("h", 3, True)], [["畳"]])])  # a Grid measures itself
 
 
 class _File(io.StringIO):

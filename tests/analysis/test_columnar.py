@@ -25,7 +25,7 @@ from rich.console import Console
 import polyprof
 from polyprof.analyze import frames
 from polyprof.analyze.table import Table
-from polyprof.report import json_records, terminal
+from polyprof.report import grid, json_records, terminal
 from polyprof.report.tables import build
 from polyprof.trace.factorize import factorize
 
@@ -185,7 +185,7 @@ def test_one_value_is_nunique_of_one():
     for values in (["a", "a"], ["a", "b"], [1.0, np.nan], [np.nan, np.nan], [None, np.nan], [2, 2]):
         a = np.empty(len(values), object)
         a[:] = values
-        assert terminal._one_value(a) == (pd.Series(a).nunique(dropna=False) == 1), values
+        assert grid._one_value(a) == (pd.Series(a).nunique(dropna=False) == 1), values
 
 
 def _cli(args: list[str]) -> subprocess.CompletedProcess:

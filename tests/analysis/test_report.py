@@ -141,7 +141,8 @@ def _render80(trace) -> list[str]:
 def test_terminal_tables_at_80_columns_never_cut_numbers_or_their_headers():
     import pandas as pd
 
-    from polyprof.report.terminal import _table, fmt_ns
+    from polyprof.report.grid import _table
+    from polyprof.report.terminal import fmt_ns
 
     df = pd.DataFrame({"plane": ["/device:OpenCL:0", "/device:OpenCL:1"],
                        "launch_name": ["clEnqueueNDRangeKernel", "clEnqueueUnmapMemObject"],
@@ -170,7 +171,8 @@ def test_terminal_table_columns_line_up_with_wide_characters_and_long_names():
     from rich.cells import cell_len
     from rich.console import Console
 
-    from polyprof.report.terminal import _table, fmt_ns
+    from polyprof.report.grid import _table
+    from polyprof.report.terminal import fmt_ns
 
     df = pd.DataFrame({"name": ["畳み込み層の前向き計算", "x" * 90, "plain"], "total_ns": [1e6, 2e3, 5.0]})
     buf = io.StringIO()
@@ -627,7 +629,8 @@ def test_grid_lines_line_up_after_a_cell_is_replaced():
     is measured again: every line of the table as wide as the others."""
     import pandas as pd
 
-    from polyprof.report.terminal import _table, fmt_ns
+    from polyprof.report.grid import _table
+    from polyprof.report.terminal import fmt_ns
 
     df = pd.DataFrame({"name": ["Memcpy DtoD (Device -> Device)", "void at::native::kernel<float>(float*)"],
                        "total_ns": [1e6, 2e3]})

@@ -16,7 +16,7 @@ from rich.console import Console
 
 import polyprof
 from polyprof.analyze.frames import column
-from polyprof.report import terminal
+from polyprof.report import grid, terminal
 from polyprof.report.tables import build
 from polyprof.report.textout import to_rich
 
@@ -75,7 +75,7 @@ def test_one_value_is_nunique_of_one():
     cases = [["a", "a"], ["a", "b"], ["a", None], [None, None], [np.nan, np.nan], ["a"], [1, 1], [1.0, np.nan]]
     for v in cases:
         a = np.array(v, object)
-        assert terminal._one_value(a) == (pd.Series(a).nunique(dropna=False) == 1), v
+        assert grid._one_value(a) == (pd.Series(a).nunique(dropna=False) == 1), v
 
 
 @pytest.mark.parametrize("name", ["mi250_rocm_minitoy", "cuda_event_sync_multistream", "a100_alexnet_small",

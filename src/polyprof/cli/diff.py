@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..analyze.diff import Diff
     from ..analyze.table import Table
     from ..ranks.traceset import TraceSet
-    from ..report.terminal import Grid
+    from ..report.grid import Grid
 
 from ..errors import PolyprofError
 from .common import Subparsers, count, refuse_over_inputs, seconds
@@ -285,7 +285,7 @@ def column_values(df: Table, name: str, top: int) -> list[object]:
 
 
 def table_of(df: Table, cols: list[tuple], top: int, width: int) -> Grid:
-    from ..report.terminal import _table
+    from ..report.grid import _table
 
     return _table("", df, cols, top, width)
 

@@ -20,7 +20,7 @@ from ..analyze.frames import column, labels
 from ..analyze.registry import GROUP, extensions
 from ..analyze.units import fmt_ns, fmt_pct, fmt_size
 
-#: a terminal column as ``terminal._table`` takes it: (column, header, formatter[, priority])
+#: a terminal column as ``grid._table`` takes it: (column, header, formatter[, priority])
 Spec = tuple[Any, ...]
 
 
@@ -77,7 +77,7 @@ def header(name: str) -> str:
 
 
 def terminal_columns(table: Any) -> tuple[list[Spec], list[str]]:
-    """The columns ``terminal._table`` shows of ``table``, and which of them are text
+    """The columns ``grid._table`` shows of ``table``, and which of them are text
     (narrowed and shortened, never the numbers, when the table is too wide)."""
     keys, values = ordered(table)
     specs: list[Spec] = []
@@ -104,7 +104,7 @@ def html_tables(tables: Mapping[str, Any], records: Callable[[Any, list[str]], A
 def parts(out: Callable[[Any], None], tables: Mapping[str, Any], top: int, width: int,
           table: Callable[..., Any]) -> None:
     """Each other package's table that has rows, titled, to ``out`` (a summary's parts),
-    laid out by ``table`` (``terminal._table``) at ``width`` with ``top`` rows."""
+    laid out by ``table`` (``grid._table``) at ``width`` with ``top`` rows."""
     for _, title, t in third_party(tables):
         if len(t):
             cols, texts = terminal_columns(t)

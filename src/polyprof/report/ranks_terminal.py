@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from ..analyze.frames import column, order_desc
 from ..analyze.table import Table
 from . import extension_tables
-from .terminal import (Out, _finding_lines, _int, _short, _table, comm_tables, fmt_ns, fmt_pct, number_ranges,
+from .grid import _table
+from .terminal import (Out, _finding_lines, _int, _short, comm_tables, fmt_ns, fmt_pct, number_ranges,
                        print_parts)
 from .textout import Boxed, Para
 

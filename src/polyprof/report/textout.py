@@ -4,7 +4,7 @@ prints for polyprof's few kinds of output, character for character.
 Importing rich's console costs a fresh process about as much CPU as a small trace's
 analyses (docs/benchmarks.md, issue 35), and a summary prints only three kinds of
 thing: paragraphs of styled pieces (word-wrapped as rich wraps a ``Text``), the boxed
-findings (rich's ``Panel`` of paragraphs), and ``report.terminal.Grid`` tables, which
+findings (rich's ``Panel`` of paragraphs), and ``report.grid.Grid`` tables, which
 draw their own lines. This module writes those as rich would to the same output: the
 same width (``COLUMNS``, else the terminal's, else 80), the same wrapping and the same
 SGR escape codes when the output is a terminal (``FORCE_COLOR``, ``TTY_COMPATIBLE``,
@@ -86,7 +86,7 @@ class Boxed:
 
 class Lines(ABC):
     """Something that draws its own lines at a width: ``(text, style)`` per line,
-    cropped to the width by itself (``report.terminal.Grid``)."""
+    cropped to the width by itself (``report.grid.Grid``)."""
 
     @abstractmethod
     def lines(self, width: int) -> list[Piece]:
