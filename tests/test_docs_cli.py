@@ -103,7 +103,7 @@ def test_summary_fits_80_columns_with_its_key_columns(path):
                                   capture_output=True, text=True, env=dict(os.environ, COLUMNS="400"),
                                   timeout=240).stdout.splitlines())
     seen = 0
-    for title, (heads, rows) in _tables(lines).items():
+    for title, (heads, _) in _tables(lines).items():
         # a key column may leave only where it has nothing to show (every row "-": a
         # CPU-only job's step times and device shares)
         blank = {h for k, h in enumerate(wide[title][0]) if all(r[k] == "-" for r in wide[title][1])}
