@@ -7,9 +7,11 @@ read whole; the windows begin only at quiet points; report says plainly what it 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pyarrow.parquet as pq
 import pytest
 from test_bigrank import _replicate
@@ -17,6 +19,7 @@ from test_bigrank import _replicate
 import polyprof
 from polyprof.cli import main
 from polyprof.ranks import fits, stepwise
+from polyprof.report.tables import build
 from polyprof.store import Store
 from polyprof.trace import metadata_keys as mkeys
 from polyprof.store.window import plan, read_window
@@ -182,3 +185,29 @@ def test_a_rank_without_profiler_steps_above_the_bound_is_read_whole_and_says_so
         got = _summary(capsys, store, "--json")
     assert got == whole
     assert "above the memory bound" in caplog.text and "read whole" in caplog.text
+
+
+def test_a_scheduled_ranks_summary_says_what_it_recorded_at_any_bound(tmp_path, capsys, monkeypatch):
+    """A schedule's cycles leave unrecorded steps in the analysed span: the summary of its
+    store says how much of the span was recorded (``recorded_in_span_ns``) as the trace
+    file's does, the same bytes below and above the memory bound (a rank recorded by a
+    schedule is read whole at any bound: ``stepwise.windowed``; a rank read window by
+    window adds up its windows' stretches by the same rule, ``analyze.common.recorded_in_span``)."""
+    out = tmp_path / "sched.polyprof"
+    with polyprof.profile(["host"], schedule="wait=2,warmup=1,active=2,repeat=3", output=out):
+        for i in range(15):  # steps 3-4, 8-9, 13-14 recorded; the waits between them sleep
+            with polyprof.section("work"):
+                time.sleep(0.01)
+            if i % 5 in (0, 1):
+                time.sleep(0.05)
+            polyprof.step()
+    want = build(polyprof.load(out)).overview
+    assert 0 < want["recorded_in_span_ns"] < 0.6 * want["analysed_span_ns"]
+    store = polyprof.load_ranks([out]).convert(tmp_path / "s")
+    assert stepwise.windowed(_rank(store), 1) is None
+    whole = _summary(capsys, store, "--json")
+    monkeypatch.setenv("POLYPROF_MEMORY_BOUND", "1")
+    assert _summary(capsys, store, "--json") == whole
+    got = orjson.loads(whole)["overview"]["per_rank"]["0"]
+    assert {k: got[k] for k in ("analysed_span_ns", "recorded_in_span_ns", "window")} == \
+        {k: want[k] for k in ("analysed_span_ns", "recorded_in_span_ns", "window")}

@@ -121,6 +121,15 @@ def stretches_ns(trace: Trace) -> int:
     return int((we - ws).sum())
 
 
+def recorded_in_span(recorded_ns: int, span_ns: int) -> dict[str, int]:
+    """The overview's ``recorded_in_span_ns``: how much of the analysed span its stretches
+    hold (:func:`stretches_ns`), where that is less than the span (a schedule's cycles
+    left unrecorded steps in it), else nothing. One rule for a summary read whole
+    (report/tables.py) and a store's rank read window by window (ranks/stepwise.py: the
+    windows' stretches added up)."""
+    return {"recorded_in_span_ns": int(recorded_ns)} if recorded_ns < span_ns else {}
+
+
 def _span(trace: Trace) -> tuple[int, int]:
     ev = trace.events
     steps = cache.steps(trace)

@@ -2,7 +2,8 @@
 
 A program killed by SIGKILL or the kernel's OOM killer never reaches the session's
 stop, so nothing in memory is written. The journal keeps what the host plugin has
-recorded so far (completed sections, marks, counters, steps, process CPU/RSS) in
+recorded so far (completed sections, marks, counters, steps, process CPU/RSS, and a
+``--schedule`` run's active stretches as steps pass) in
 ``OUTPUT.partial``, appended every ``interval`` seconds by a background thread; a
 normal stop deletes it. ``polyprof.load("OUTPUT.partial")`` turns it back into a
 Trace (formats/journal.py). Device plugins' data is not journaled: they hand it
@@ -14,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Iterator, cast
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, cast
 
 import orjson
 
@@ -28,6 +29,7 @@ from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported f
     PROCESS,
     SECTION,
     STEP,
+    STRETCH,
     SUFFIX,
     THREAD,
     path_for,
@@ -113,13 +115,17 @@ class JournalWriter:
     """Appends what a Recorder (and the host sampler) gathered since the last flush."""
 
     def __init__(self, path: Path, header: dict[str, object], recorder: Recorder, sampler: _Sampler | None = None,
-                 interval: float = 0.5, follow_symlinks: bool = False):
+                 interval: float = 0.5, follow_symlinks: bool = False,
+                 stretches: Callable[[int], list[tuple[int, int, int, int]]] | None = None):
         #: the path asked for (OUTPUT.partial); :attr:`path` is where the journal is
         #: (OUTPUT.partial.N while another run writes the same output)
         self.asked = Path(path)
         self.recorder = recorder
         self.sampler = sampler
         self.interval = interval
+        #: a schedule's active stretches from the n-th on (schedule.Driver.stretches), or None
+        self.stretches = stretches
+        self._stretch_written: tuple[int, int, int, int] | None = None  # the last stretch row written
         #: sections recorded but not yet on disk after the latest flush (how far behind)
         self.behind = 0
         self.max_behind = 0
@@ -139,7 +145,7 @@ class JournalWriter:
         except BaseException:
             self._file.discard()
             raise
-        self._pos: dict[str, int] = {"sections": 0, "steps": 0, "proc": 0}
+        self._pos: dict[str, int] = {"sections": 0, "steps": 0, "proc": 0, "stretches": 0}
         self._buf_pos: dict[int, tuple[int, int]] = {}
         self._name_index: dict[str, int] = {}  # section names interned for the session
         self._names: list[str] = []
@@ -258,6 +264,8 @@ class JournalWriter:
         if steps:
             self._pos["steps"] += len(steps)
             out.append(_batch(STEP, len(steps), start_ns=steps))
+        if self.stretches is not None:
+            out.extend(self._stretch_batch())
         s = self.sampler
         if s is not None:
             p0, p1 = self._pos["proc"], min(len(s.ts), len(s.cpu), len(s.rss), len(s.threads))
@@ -267,6 +275,20 @@ class JournalWriter:
                                   end_ns=[int(x) for x in s.rss[p0:p1]],
                                   tid=[int(x) for x in s.threads[p0:p1]]))
         yield from out
+
+    def _stretch_batch(self) -> list[list[Column]]:
+        """A schedule's active stretches begun, grown or closed since the last flush (after
+        the steps that began them): a stretch's row again each time its end or its last step
+        changed (the reader keeps the last), a closed one never again."""
+        assert self.stretches is not None
+        rows = self.stretches(self._pos["stretches"])
+        new = [r for r in rows if r != self._stretch_written]  # (a few: the cycles since the last flush)
+        if not new:
+            return []
+        self._stretch_written = rows[-1]
+        self._pos["stretches"] += sum(r[1] >= 0 for r in rows)  # closed: written for good
+        return [_batch(STRETCH, len(new), start_ns=[r[0] for r in new], end_ns=[r[1] for r in new],
+                       ident=[r[2] for r in new], tid=[r[3] for r in new])]
 
     def _section_batch(self, secs: list[tuple]) -> list[Column]:
         """Section tuples as the journal's columns: names interned for the session and

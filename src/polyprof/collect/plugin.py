@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, Callable, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -51,6 +51,9 @@ class SessionContext:
     session_info: dict[str, object] = field(default_factory=dict)
     #: whether files (the journal) may be written through a symlink at their path
     follow_symlinks: bool = False
+    #: a schedule's active stretches as known so far, from the n-th on (schedule.Driver.stretches):
+    #: the crash journal writes them as steps pass (None: no schedule)
+    stretches: Callable[[int], list[tuple[int, int, int, int]]] | None = None
 
     def header(self) -> dict[str, object]:
         return {"start_ns": self.start_ns, "wall_anchor": self.wall_anchor, **self.session_info}

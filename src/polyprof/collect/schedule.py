@@ -118,6 +118,7 @@ class Driver:
     on_error: Callable[[str, str], None]
     windows: list[list[int]] = field(default_factory=list)  # [start, end], end -1 while open
     recorded: list[int] = field(default_factory=list)  # numbers of the active steps
+    spans: list[list[int]] = field(default_factory=list)  # per window: [first, last] step number recorded in it
     step: int = 0
     recording: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -143,6 +144,9 @@ class Driver:
             self.recorded.append(n)
             if not self.windows or self.windows[-1][1] >= 0:
                 self.windows.append([t_ns, -1])
+                self.spans.append([n, n])
+            else:
+                self.spans[-1][1] = n
         want = state in (WARMUP, ACTIVE)
         if want == self.recording:
             return False
@@ -157,6 +161,13 @@ class Driver:
             if self.windows and self.windows[-1][1] < 0:
                 self.windows[-1][1] = stop_ns
             return [(a, b) for a, b in self.windows]
+
+    def stretches(self, since: int = 0) -> list[tuple[int, int, int, int]]:
+        """The active stretches from the ``since``-th on, as known now: (start, end (-1
+        while open), first and last step recorded in it), for the crash journal, which
+        writes them as steps pass (collect/journal.py): only the last may still be open."""
+        with self._lock:
+            return [(a, b, f, la) for (a, b), (f, la) in zip(self.windows[since:], self.spans[since:])]
 
     def _call(self, plugin: object, what: str) -> None:
         call_plugin(plugin, what, self.on_error)

@@ -160,6 +160,10 @@ class Session:
             self._driver = Driver(self.schedule, start, [s.plugin for s in self._slots],
                                   lambda name, msg: self._error(name, "schedule", msg))
             self._driver.begin()
+            # the crash journal's header has the plan, its records the stretches as steps pass (the host
+            # plugin starts below): a killed run's .partial is analysed over its recorded stretches
+            self._ctx.session_info["schedule"] = dataclasses.asdict(self.schedule)
+            self._ctx.stretches = self._driver.stretches
         elif self.settings.delay or self.settings.duration is not None:  # a window in seconds
             from .schedule import Timed
 

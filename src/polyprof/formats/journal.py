@@ -30,9 +30,11 @@ def sniff(head: bytes, path: Path) -> bool:
 #: per record kind, the fields it must have (others may be null)
 _REQUIRED = {j.THREAD: ("ident", "name", "tid"), j.SECTION: ("name", "start_ns", "end_ns", "ident"),
              j.MARK: ("name", "start_ns", "ident"), j.COUNTER: ("name", "start_ns", "value"),
-             j.STEP: ("start_ns",), j.PROCESS: ("start_ns", "value", "end_ns", "tid")}
+             j.STEP: ("start_ns",), j.PROCESS: ("start_ns", "value", "end_ns", "tid"),
+             j.STRETCH: ("start_ns", "end_ns", "ident", "tid")}
 #: header fields and their types (others are kept as they are)
-_HEADER_TYPES = {"start_ns": int, "pid": int, "hostname": str, "argv": list, "wall_anchor": dict, "window": dict}
+_HEADER_TYPES = {"start_ns": int, "pid": int, "hostname": str, "argv": list, "wall_anchor": dict, "window": dict,
+                 "schedule": dict}
 
 
 @guarded
@@ -69,10 +71,13 @@ def load(path: str | Path) -> Trace:
     meta = _metadata(path, header, table, notes)
     clean_metadata(meta)
     records = _records(table, header)
+    stretches = _stretch_rows(table)
     del table, batches, stream, data  # the records are copies: the journal's columns go before the build
     trace = build(records, meta)
     if isinstance(header.get("window"), dict):
         _window(trace, header["window"])
+    elif isinstance(header.get("schedule"), dict):
+        _schedule(trace, header["schedule"], stretches, len(records.steps))
     log.info("%s: recovered %d events from a crash journal", path, trace.n_events)
     return trace
 
@@ -97,6 +102,49 @@ def _window(trace: Trace, window: dict) -> None:
                                   "windows_ns": [[lo, hi]], "recorded_steps": steps.number[whole].tolist()}
     if stop < lo:
         trace.metadata.setdefault(WARNINGS, []).append("the program ended before its window opened: nothing in it was recorded")
+
+
+#: a step schedule's fields in the journal's header (collect/schedule.py ``Schedule``)
+_PLAN = ("wait", "warmup", "active", "repeat", "skip_first")
+
+
+def _stretch_rows(table: pa.Table) -> tuple[np.ndarray, ...]:
+    """A ``--schedule`` run's stretch records (start, end (-1 open), first and last step
+    recorded), the last written of each stretch (by its start), in time order."""
+    rows = table.select(["start_ns", "end_ns", "ident", "tid"]).filter(pc.equal(table.column("kind"), j.STRETCH))
+    start, end, first, last = (rows.column(i).to_numpy().astype(np.int64) for i in range(4))
+    order = np.argsort(start, kind="stable")  # a stretch's rows in the order written
+    keep = order[np.r_[start[order][1:] != start[order][:-1], True]] if len(order) else order
+    return start[keep], end[keep], first[keep], last[keep]
+
+
+def _schedule(trace: Trace, plan: dict, stretches: tuple[np.ndarray, ...], n_marks: int) -> None:
+    """A ``--schedule`` run's plan (the header's ``schedule``) and the active stretches its
+    journal recorded as steps passed, in the recovered trace's ``schedule`` as a finished
+    run has them (``windows_ns``, one still open closed at the journal's last record, and
+    ``recorded_steps``), so the summary of a killed scheduled run's ``.partial`` analyses
+    its recorded stretches as the finished trace would. The journal holds the whole run's
+    host data: the steps between the stretches are in it, not analysed. Damaged stretch
+    records (steps backwards, past the steps begun or within an earlier stretch's; an end
+    before the start) are dropped and said."""
+    start, end, first, last = stretches
+    stop = int(trace.metadata[SESSION]["stop_ns"])
+    ok = (first >= 0) & (last >= first) & (last <= n_marks) & ((end == -1) | (end >= start))
+    ok[1:] &= first[1:] > np.maximum.accumulate(np.where(ok, last, -1))[:-1]  # after the stretches before
+    if not ok.all():
+        trace.metadata.setdefault(WARNINGS, []).append(
+            f"{int((~ok).sum())} damaged schedule stretch record(s) in the journal: ignored")
+        start, end, first, last = start[ok], end[ok], first[ok], last[ok]
+    end = np.where(end < 0, np.maximum(stop, start), end)
+    n = last - first + 1  # the stretches' step numbers, first..last of each (bounded by the steps begun)
+    steps = np.repeat(first - np.r_[0, np.cumsum(n)[:-1]], n) + np.arange(int(n.sum()))
+    meta = {k: plan[k] for k in _PLAN if isinstance(plan.get(k), int) and not isinstance(plan[k], bool)}
+    trace.metadata[SCHEDULE] = {**meta, "recorded_steps": steps.tolist(),
+                                "windows_ns": np.stack([start, end], axis=1).tolist()}
+    if not len(start):
+        trace.metadata.setdefault(WARNINGS, []).append(
+            "the schedule recorded no step before the program ended (its journal holds no active stretch): "
+            "every step is analysed")
 
 
 def _header(meta: dict) -> tuple[dict, list[str]]:

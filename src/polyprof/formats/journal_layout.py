@@ -21,12 +21,15 @@ if TYPE_CHECKING:
 MAGIC = b"POLYPROF-JOURNAL 1\n"
 SUFFIX = ".partial"
 
-SECTION, MARK, COUNTER, STEP, THREAD, PROCESS = range(6)
+SECTION, MARK, COUNTER, STEP, THREAD, PROCESS, STRETCH = range(7)
 #: sections per record batch: bounds the journal thread's memory and each GIL hold
 CHUNK = 1 << 18
 
 #: one row per record; unused fields are null. PROCESS rows: start_ns = time,
-#: value = CPU seconds so far, end_ns = RSS bytes, tid = thread count
+#: value = CPU seconds so far, end_ns = RSS bytes, tid = thread count. STRETCH rows (a
+#: ``--schedule`` run's active stretches, written as steps pass; the header's ``schedule``
+#: holds the plan): start_ns, end_ns (-1 while open), ident = the first step recorded in
+#: it, tid = the last so far; a later row with the same start_ns replaces an earlier one
 FIELDS = (("kind", "int8"), ("name", "string"), ("start_ns", "int64"), ("end_ns", "int64"),
           ("value", "float64"), ("ident", "int64"), ("tid", "int64"),
           ("stats", "string"))  # stats: a JSON object of a section's keyword stats

@@ -148,7 +148,7 @@ class HostPlugin(Plugin):
         if ctx.journal_path is not None and every > 0:
             try:
                 self.journal = JournalWriter(ctx.journal_path, ctx.header(), self.recorder, self.sampler, every,
-                                             follow_symlinks=ctx.follow_symlinks)
+                                             follow_symlinks=ctx.follow_symlinks, stretches=ctx.stretches)
             except OSError as e:
                 ctx.warn(self.name, f"no crash journal: {e}")
 

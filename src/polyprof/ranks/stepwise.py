@@ -25,7 +25,7 @@ import numpy as np
 
 from ..analyze import window as W
 from ..analyze.clocks import unsynchronised
-from ..analyze.common import analysed_span, carry_devices
+from ..analyze.common import analysed_span, carry_devices, recorded_in_span, stretches_ns
 from ..analyze.cuda_graphs import Captures, GraphStats, carry_in, graph_stats, graph_table, merge_stats, no_captures
 from ..analyze.efficiency import resolve_peak
 from ..analyze.frames import column
@@ -180,6 +180,7 @@ class _Gathered:
         self.live: window_memory.Live = {}  # allocations live at the last window's end (window_memory.carry)
         self.holders: window_memory.Holders = {}  # allocations live at each memory peak (window_memory.carry)
         self.after = 0  # host activity after the last window's last step (its label's words)
+        self.recorded = 0  # the windows' analysed stretches, added up (the overview's recorded_in_span_ns)
 
     def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
         trace = window.trace
@@ -199,6 +200,7 @@ class _Gathered:
         self.parts.append(got.tables)
         self.steps.append(got.steps)
         self.spans.append(got.span)
+        self.recorded += stretches_ns(view)  # (its span, the window's tile, less what it did not record)
         if last:
             every = cache.steps(trace)
             self.after = W.host_after(trace, int(every.end[-1])) if len(every) else 0
@@ -265,6 +267,7 @@ class _Gathered:
             "correlation": self.counts, "unsynchronised": self.unsynced,
             "plugin_errors": list(meta.get(mkeys.PLUGIN_ERRORS, [])),
             "warnings": mkeys.warning_texts(meta),
+            **recorded_in_span(self.recorded, t1 - t0),  # (the key and its place as a whole read's)
         }
         shell = wf.shell(empty, (int(s0), int(s1)), (t0, t1), selected, self.unsynced, self.on_device)
         findings = wf.rank_findings(shell, tables, self.found, self.unsynced, self.holders)

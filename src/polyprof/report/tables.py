@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Collection
 import numpy as np
 
 from .. import analyze
-from ..analyze.common import analysed_span, stretches_ns
+from ..analyze.common import analysed_span, recorded_in_span, stretches_ns
 from ..analyze.findings import Finding
 from ..analyze.registry import Tables, compute_all
 from ..analyze.clocks import unsynchronised
@@ -67,10 +67,8 @@ def build(trace: Trace, window: WindowArg = AUTO, leave_out: Collection[str] = (
         "unsynchronised": unsynchronised(trace),
         "plugin_errors": list(trace.metadata.get(mkeys.PLUGIN_ERRORS, [])),
         "warnings": mkeys.warning_texts(trace.metadata),
+        **recorded_in_span(stretches_ns(trace), t1 - t0),  # where a schedule's cycles left unrecorded steps in it
     }
-    recorded = stretches_ns(trace)
-    if recorded < t1 - t0:  # a schedule's cycles left unrecorded steps in the span
-        overview["recorded_in_span_ns"] = recorded
     if corr.counts.get("device_activities") and not corr.counts.get("launch_calls"):
         overview["no_launch_calls"] = no_launch_calls(trace)
     cupti = trace.metadata.get(mkeys.CUPTI)
