@@ -166,7 +166,7 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
                      and (ctx.comm_caller is None or not bool((ctx.comm_caller[w.host] >= 0).any()))
                      and not bool(ctx.xla_wait[ctx.names[w.host]].any())  # (XLA's waits and ops link
                      and not bool((ctx.xla_op[w.host] | ctx.section[w.host]).any()))  # threads; a section: its idle)
-        times = _host_only(trace, ctx, w.host, t1) if host_only else None
+        times = _host_only(trace, ctx, w.host, t0, t1) if host_only else None
         if times is not None:
             rows, device = w.host, np.zeros(len(w.host), bool)
             on, slack, length = times
@@ -208,18 +208,20 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     })
 
 
-def _host_only(trace: Trace, ctx: Context, host: np.ndarray, t1: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+def _host_only(trace: Trace, ctx: Context, host: np.ndarray, t0: int,
+               t1: int) -> tuple[np.ndarray, np.ndarray, int] | None:
     """A window whose graph holds host calls alone (a trace without launches, such as a
     TPU's: its host ops' nesting per thread): :func:`event_times` and the path's length
     from the calls' nesting (``longest_path.forest_times``), None where that does not
     decide them. The calls are cut at the window's end ``t1``, as ``depgraph.build`` cuts
-    them."""
+    them, and those a time window took begun before it at its start ``t0``."""
     thread = cache.threads(trace)[ctx.track[host]]
-    end = ctx.end[host]
+    start, end = ctx.start[host], ctx.end[host]
     cut = np.minimum(end, t1)
+    from_t0 = np.maximum(start, t0)
     # (op_stats nests the same calls in a trace without steps; calls cut can nest otherwise)
-    nest = nesting.of_rows(trace, host) if bool((cut == end).all()) else None
-    return forest_times(thread, ctx.start[host], cut, ctx.waits[ctx.names[host]], nest)
+    nest = nesting.of_rows(trace, host) if bool((cut == end).all() and (from_t0 == start).all()) else None
+    return forest_times(thread, from_t0, cut, ctx.waits[ctx.names[host]], nest)
 
 
 def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

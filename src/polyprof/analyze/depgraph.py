@@ -74,6 +74,7 @@ from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, ST
 from .depgraph_context import Context, context
 from .nesting import parents_and_after
 from .thread_links import Walk, backward_edges, host_comm_edges, idle_time, section_wait_edges
+from .window import selection
 from .xla_links import (DEVICE_STAT, RUN_STAT, blocked, blocked_edges, blocking_dispatches, data_edges,
                         run_order_edges, wait_edges)
 
@@ -150,26 +151,42 @@ def _in(rows: np.ndarray, t: np.ndarray, t0: int, t1: int) -> np.ndarray:
 
 class Window(NamedTuple):
     """The rows of one window's graph: host ops and runtime calls, device activity (with
-    its launches) and synchronisation records (with their host calls)."""
+    its launches) and synchronisation records (with their host calls); ``timed``: a time
+    window's, with what began before it (:func:`window_rows`)."""
 
     host: np.ndarray
     dev: np.ndarray
     dev_launch: np.ndarray
     sy: np.ndarray
     sy_call: np.ndarray
+    timed: bool = False
 
 
 def window_rows(ctx: Context, t0: int, t1: int) -> Window:
     """The ops starting in ``[t0, t1)`` on host threads, the device activity launched
     from calls starting there, and the synchronisation records of those calls (HTA's
     window takes ``t1`` too: :func:`build` cuts the calls at ``t1``, where those would
-    last nothing; they are the next step's, where the steps touch)."""
+    last nothing; they are the next step's, where the steps touch). In a time window
+    holding no whole step (the trace a view of one: ``Selection.timed``), which no step
+    before it owns, also the calls begun before it that last into it, the device
+    activity that runs in it launched before it and the synchronisation records of
+    the calls taken (a window inside one ``clFinish``): :func:`build` cuts them at ``t0``."""
     host = _in(ctx.host, ctx.host_t, t0, t1)
     pos = _in(ctx.dev_pos, ctx.dev_t, t0, t1)
     # synchronisation records on devices, tied to their host call by correlation id
     call_t = ctx.start[ctx.sy_call]
-    ok = ctx.sy_always | ((call_t >= t0) & (call_t < t1) & ctx.sy_timed)
-    return Window(host, ctx.corr.device_rows[pos], ctx.corr.launch[pos], ctx.sy[ok], ctx.sy_call[ok])
+    in_call = (call_t >= t0) & (call_t < t1)
+    sel = selection(ctx.trace)
+    timed = sel is not None and sel.timed
+    if timed:
+        before = ctx.host[:np.searchsorted(ctx.host_t, t0, "left")]
+        host = np.sort(np.concatenate([before[ctx.end[before] > t0], host]))
+        early = ctx.dev_pos[:np.searchsorted(ctx.dev_t, t0, "left")]
+        d = ctx.corr.device_rows[early]
+        pos = np.sort(np.concatenate([early[(ctx.end[d] > t0) & (ctx.start[d] < t1)], pos]))
+        in_call = (call_t < t1) & (ctx.end[ctx.sy_call] > t0)
+    ok = ctx.sy_always | (in_call & ctx.sy_timed)
+    return Window(host, ctx.corr.device_rows[pos], ctx.corr.launch[pos], ctx.sy[ok], ctx.sy_call[ok], timed)
 
 
 def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: Window | None = None,
@@ -180,13 +197,18 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     graph alone, edge for edge); ``backward``: with the calling thread's wait for the
     backward pass on the autograd thread (False: HTA 0.5's graph, which has no edge
     between threads; HTA 0.6 merges the two threads). The host calls end by ``t1`` but for
-    those waiting on device work (synchronisation): only device work runs on past it."""
+    those waiting on device work (synchronisation): only device work runs on past it. In a
+    time window (``Window.timed``) what began before it starts at ``t0``, and a wait ends
+    by the end of the graph's device work (it may wait for work that ran after it too)."""
     ctx = context(trace) if ctx is None else ctx
     start, end, track, names, cid, corr = ctx.start, ctx.end, ctx.track, ctx.names, ctx.cid, ctx.corr
-    host, dev, dev_launch, sy, sy_call = window_rows(ctx, t0, t1) if rows_of is None else rows_of
+    host, dev, dev_launch, sy, sy_call, timed = window_rows(ctx, t0, t1) if rows_of is None else rows_of
 
     rows = np.concatenate([host, dev, sy])
     n_h, n_d = len(host), len(dev)
+    if timed and bool((start[rows] < t0).any()):  # (a copy, for one window of the trace)
+        start = start.copy()
+        start[rows] = np.maximum(start[rows], t0)
     device = np.zeros(len(rows), bool)
     device[n_h:] = True
     node_time = np.empty(2 * len(rows), np.int64)
@@ -197,12 +219,15 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     gidx[rows] = np.arange(len(rows))
     edges = _Edges()
     try:
-        w_wait, w_dev = (gidx[x] for x in ctx.wait_links.within(t0, t1))
+        w_wait, w_dev = (gidx[x] for x in ctx.wait_links.within(int(ctx.start[host].min(initial=t0)), t1))
         keep = (w_wait >= 0) & (w_wait < n_h) & (w_dev >= n_h) & (w_dev < n_h + n_d)  # (both in the graph)
         w_wait, w_dev = w_wait[keep], w_dev[keep]
         waiting = ctx.waits[names[host]]
         waiting[w_wait] = True
         node_time[2 * w_wait + 1] = end[host[w_wait]]  # (not cut at t1, as a sync record's call)
+        if timed and n_h:  # (every edge into a wait's end still runs forward in time)
+            reach = max(t1, int(end[dev].max())) if n_d else t1
+            np.minimum(node_time[1:2 * n_h:2], reach, out=node_time[1:2 * n_h:2])
         windows = _dispatch_windows(trace, ctx, host, node_time)
         section = ctx.section[host] if bool(ctx.section[host].any()) else None
         walk = _thread_edges(trace, host, track, names, node_time, edges, waiting, windows, section)

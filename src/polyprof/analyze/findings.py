@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..derive import cache
-from ..derive.intervals import clip_union
+from ..derive.intervals import clip_union, covered
 from ..trace.core import Trace
 from ..trace.vocabulary import INPUT_MARKERS
 from .advice import suggestion
@@ -27,7 +27,7 @@ from .frames import column, frame, order_desc
 from .grouping import group_stats
 from .memory_findings import memory_findings
 from .registry import extension_findings, getter
-from .sync import sync_by_thread, sync_rows, windows
+from .sync import overlapping, sync_by_thread, sync_rows, windows
 from .window import WindowArg, view
 from ..trace.sorting import median, unique
 from ..trace import metadata_keys as mkeys
@@ -292,15 +292,19 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
     share = float(worst["share_pct"])
     if share < SYNC_SHARE:
         return []
-    # the calls behind it: sync calls of that thread starting inside the windows, by name
+    # the calls behind it: sync calls of that thread overlapping the windows (those it
+    # counts: one begun before a window and waiting on into it too), by name, each
+    # with its time inside the windows
     ev = trace.events
     rows = sync_rows(trace)
     named = np.array([t.name == worst["thread"] for t in trace.tracks], bool)  # per track, not per row
     rows = rows[named[ev["track"][rows]]]
     ws, we = windows(trace)
-    pos = np.searchsorted(ws, ev["start_ns"][rows], side="right") - 1
-    rows = rows[(pos >= 0) & (ev["start_ns"][rows] < we[np.maximum(pos, 0)])]
-    top = _by_category_and_name(trace, rows)
+    st = np.asarray(ev["start_ns"][rows], np.int64)
+    en = st + ev["dur_ns"][rows]
+    keep = overlapping(ws, we, st, en)
+    rows = rows[keep]
+    top = _by_category_and_name(trace, rows, covered(ws, we, st[keep], en[keep]))
     where = "of step time" if len(cache.steps(trace)) else "of the span"
     who = str(worst["thread"]) if str(worst["thread"]).startswith("thread") else f"thread {worst['thread']}"
     return [Finding("sync_stalls", f"{who} spends {share:.0f}% {where} waiting in "
@@ -313,9 +317,10 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
                     suggestion(trace, "sync_stalls"))]
 
 
-def _by_category_and_name(trace: Trace, rows: np.ndarray) -> Table:
-    """``rows`` per (category, name): ``count``, ``total_ns``, most time first (a groupby
-    in order of first occurrence, then sorted by pandas' default sort)."""
+def _by_category_and_name(trace: Trace, rows: np.ndarray, dur: np.ndarray | None = None) -> Table:
+    """``rows`` per (category, name): ``count``, ``total_ns`` (of ``dur``, per row; their
+    durations without it), most time first (a groupby in order of first occurrence, then
+    sorted by pandas' default sort)."""
     ev = trace.events
     if not len(rows):
         return frame({"category": np.zeros(0, object), "name": np.zeros(0, object),
@@ -326,7 +331,7 @@ def _by_category_and_name(trace: Trace, rows: np.ndarray) -> Table:
     k = key[o]
     starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     count = np.diff(np.r_[starts, len(k)])
-    total = np.add.reduceat(ev["dur_ns"][rows][o], starts)
+    total = np.add.reduceat((ev["dur_ns"][rows] if dur is None else dur)[o], starts)
     appear = np.argsort(o[starts], kind="stable")  # groups in order of first occurrence
     first = rows[o[starts]][appear]
     return frame({"category": labels[ev["category"][first]], "name": labels[k[starts][appear] % max(len(labels), 1)],

@@ -64,13 +64,17 @@ def duration_stats(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None)
     return frame(cols, order=order_desc(cols["total_ns"]))
 
 
-def duration_columns(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None
+def duration_columns(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None, start: np.ndarray | None = None,
+                     dur: np.ndarray | None = None, end: np.ndarray | None = None
                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The columns of :func:`duration_stats` in group order (ascending key, unsorted by
-    time), and the groups (:func:`group_stats`) for a caller adding columns of its own."""
+    time), and the groups (:func:`group_stats`) for a caller adding columns of its own.
+    ``start``, ``dur``, ``end`` (per row; ``end`` defaults to ``start + dur``): the times
+    counted of each event where they are not its own (its part inside a time window)."""
     ev = trace.events
-    dur = ev["dur_ns"][rows]
-    start = ev["start_ns"][rows]
+    dur = ev["dur_ns"][rows] if dur is None else dur
+    start = ev["start_ns"][rows] if start is None else start
+    end = start + dur if end is None else end
     g = group_stats(ev["name"][rows] if by is None else by, dur)
     keys = g["key"]
     if by is None:
@@ -83,5 +87,5 @@ def duration_columns(trace: Trace, rows: np.ndarray, by: np.ndarray | None = Non
         "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"], "median_ns": g["median"],
         "min_ns": g["min"], "max_ns": g["max"], "p99_ns": g["p99"],
         "first_start_ns": group_reduce(g["order"], g["starts"], start, np.minimum),
-        "last_end_ns": group_reduce(g["order"], g["starts"], start + dur, np.maximum),
+        "last_end_ns": group_reduce(g["order"], g["starts"], end, np.maximum),
     }, g

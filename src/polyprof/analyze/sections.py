@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..derive import cache
-from ..derive.intervals import union
+from ..derive.intervals import covered, union
 from ..derive.projection import LaunchIndex, section_rows
 from ..trace import keys
 from ..trace.core import Trace
 from .breakdown import busy_within
 from .frames import frame, order_desc
 from .grouping import duration_columns, group_reduce
-from .window import WindowArg, host_mask, view
+from .window import WindowArg, host_mask, selection, view
 
 if TYPE_CHECKING:
     from .memory import Level
@@ -46,19 +46,20 @@ def section_stats(trace: Trace, window: WindowArg = None) -> Table:
     events, else the process RSS (``process.rss_bytes``); ``mem_source`` says which
     (``allocator`` or ``rss``).
     Sorted by total host time, largest first.
-    With a ``window``, the sections that start in its steps.
+    With a ``window``, the sections that start in its steps; in a time window holding no
+    whole step (``Selection.timed``), every section that overlaps it, for its part inside
+    (:func:`counted`): one begun before it or lasting past it too, cut at its edges.
     """
     trace = view(trace, window)
-    rows = section_rows(trace)
-    rows = rows[host_mask(trace, trace.events["start_ns"][rows])]
-    cols, g = duration_columns(trace, rows)
+    rows, st, du, en = counted(trace, section_rows(trace))
+    cols, g = duration_columns(trace, rows, start=st, dur=du, end=en)
     o, gs = g["order"], g["starts"]
     if not len(rows):
         return frame({**cols, **{c: np.zeros(0, object if c == "mem_source" else np.float64) for c in EXTRA}})
     ev = trace.events
-    st, du, tr = ev["start_ns"][rows], ev["dur_ns"][rows], cache.threads(trace)[ev["track"][rows]]
+    tr = cache.threads(trace)[ev["track"][rows]]
     corr = cache.correlation(trace)
-    proj = LaunchIndex(trace, corr, sections=rows).project(tr, st, st + du)
+    proj = LaunchIndex(trace, corr, sections=rows).project(tr, st, en)
     busy = np.where(proj.count > 0, busy_within(trace, proj.first_ns, proj.last_ns), 0)
     projected = group_reduce(o, gs, proj.span_ns, np.add)
     busy_sum = group_reduce(o, gs, busy, np.add)
@@ -66,9 +67,35 @@ def section_stats(trace: Trace, window: WindowArg = None) -> Table:
         "device_ops": group_reduce(o, gs, proj.count, np.add), "device_ns": group_reduce(o, gs, proj.busy_ns, np.add),
         "projected_ns": projected,
         "device_util_pct": np.where(projected > 0, 100.0 * busy_sum / np.maximum(projected, 1), np.nan),
-        **_memory_columns(trace, tr, st, st + du, o, gs),
+        **_memory_columns(trace, tr, st, en, o, gs),
     }
     return frame(cols, order=order_desc(cols["total_ns"]))
+
+
+def counted(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, start, dur, end) of the sections of ``rows`` a windowed view counts, with
+    the times it counts: those that start in its steps, whole (every one without a
+    window); in a time window holding no whole step (``Selection.timed``), those that
+    overlap it, each cut to it, from where it enters the window's first stretch it
+    overlaps to where it leaves the last, ``dur`` its time inside the stretches, as
+    ``sync_by_thread`` counts a call waiting through the window and the critical path
+    cuts the calls at its edges (an instant in it counts, as before)."""
+    ev = trace.events
+    st = np.asarray(ev["start_ns"][rows], np.int64)
+    du = np.asarray(ev["dur_ns"][rows], np.int64)
+    sel = selection(trace)
+    if sel is None or not sel.timed:
+        keep = host_mask(trace, st)
+        return rows[keep], st[keep], du[keep], st[keep] + du[keep]
+    ws, we = (sel.stretches[:, 0], sel.stretches[:, 1]) if sel.stretches is not None else (
+        np.array([sel.lo], np.int64), np.array([sel.hi], np.int64))
+    en = st + du
+    inside = covered(ws, we, st, en)
+    keep = (inside > 0) | host_mask(trace, st)
+    rows, st, en, inside = rows[keep], st[keep], en[keep], inside[keep]
+    a = np.maximum(st, ws[np.minimum(np.searchsorted(we, st, side="right"), len(ws) - 1)])
+    b = np.maximum(np.minimum(en, we[np.maximum(np.searchsorted(ws, en, side="left") - 1, 0)]), a)
+    return rows, a, inside, b
 
 
 #: the columns after the duration statistics

@@ -33,6 +33,14 @@ def windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return analysed_stretches(trace)
 
 
+def overlapping(ws: np.ndarray, we: np.ndarray, st: np.ndarray, en: np.ndarray) -> np.ndarray:
+    """Which calls ``[st, en)`` overlap one of the windows (disjoint, in time order: the
+    last one starting before a call's end reaches past its start): one begun before a
+    window and waiting on into it too."""
+    pos = np.searchsorted(ws, en, side="left") - 1
+    return (pos >= 0) & (st < we[np.maximum(pos, 0)])
+
+
 def sync_rows(trace: Trace) -> np.ndarray:
     """Rows of synchronising calls on host threads (derived lines and device planes excluded)."""
     return cache.memo(trace, "sync_rows", _sync_rows)
@@ -93,10 +101,7 @@ def sync_by_thread(trace: Trace, window: WindowArg = None) -> Table:
     t_first = np.flatnonzero(np.r_[True, th[1:] != th[:-1]])  # each thread's first call
     seg_thread = np.cumsum(np.r_[True, th[1:] != th[:-1]])[first] - 1
     busy = np.add.reduceat(seg_busy, np.flatnonzero(np.r_[True, seg_thread[1:] != seg_thread[:-1]]))
-    # a call overlaps a window where the last window starting before its end reaches past
-    # its start (the windows are disjoint, in order): one begun before the window counts
-    pos = np.searchsorted(ws, en, side="left") - 1
-    calls = np.add.reduceat(((pos >= 0) & (st < we[np.maximum(pos, 0)])).astype(np.int64), t_first)
+    calls = np.add.reduceat(overlapping(ws, we, st, en).astype(np.int64), t_first)
     # named after the track of the thread's first sync row (two tracks can record one thread)
     names = [trace.tracks[int(t)].name for t in ev["track"][np.minimum.reduceat(rows[order], t_first)]]
     return frame({"thread": names, "calls": calls, "sync_ns": busy, "window_ns": np.full(len(names), length, np.int64),
