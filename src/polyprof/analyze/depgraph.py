@@ -8,15 +8,16 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   ends, each step an edge weighted by the time between them (zero into the end of a call
   during which the host waits: ``WAITING_CALLS``); consecutive top-level ops are joined by
   a zero-weight dependency. polyprof's sections (``polyprof.section``) are host calls too:
-  their own time weighs what of it no other thread nor device is busy
+  their own time weighs what of it no other thread (but in a waiting call) nor device is busy
   (``thread_links.idle_time``), and the work busy in it leads from and back to their
   thread (``thread_links.section_wait_edges``, weighing the section's idle time).
 * **XLA's CPU runtime** (``xla_links``): its ops are host calls (kind KERNEL on a host
   thread), and ``ThunkExecutor::Execute (wait for completion)`` is a waiting call whose
   waited-on work is the XLA ops of the other threads during it (zero-weight edges); the
   ops' data dependencies (the HLO), and each device's program runs in their order; a
-  dispatch that outlasts the run it dispatched waits for it (its thread's edges during
-  the run weigh nothing, and the run's last end leads back to the thread).
+  dispatch that names its run leads into it (its launch), and a dispatch that outlasts
+  the run it dispatched waits for it (its thread's edges during the run weigh nothing,
+  and the run's last end leads back to the thread).
 * **backward pass** (HTA 0.6 merges the two threads into one; HTA 0.5 has no such edge):
   PyTorch runs a device's backward pass on an autograd engine thread while the thread
   that called ``backward()`` blocks, recording nothing. The engine thread's top-level
@@ -76,7 +77,7 @@ from .nesting import parents_and_after
 from .thread_links import Walk, backward_edges, host_comm_edges, idle_time, section_wait_edges
 from .window import selection
 from .xla_links import (DEVICE_STAT, RUN_STAT, blocked, blocked_edges, blocking_dispatches, data_edges,
-                        run_order_edges, wait_edges)
+                        launch_edges, run_order_edges, wait_edges)
 
 #: edge types (HTA's CPEdgeType, in its order), then polyprof's stream order
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC, STREAM_ORDER = 0, 1, 2, 3, 4, 5
@@ -251,12 +252,17 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
                 a, b = data_edges(ctx.xla_deps, host, ctx.xla_op[host], node_time, run, on_dev)
                 edges.add(a, b, np.zeros(len(a), np.int64), DEPENDENCY, np.full(len(a), -1, np.int64),
                           base + 3 * len(node_time) + np.arange(len(a), dtype=np.float64))
-                a, b = run_order_edges(walk[0], node_time, ctx.xla_op[host] | ctx.xla_wait[names[host]], run, on_dev)
+                member = ctx.xla_op[host] | ctx.xla_wait[names[host]]
+                a, b = run_order_edges(walk[0], node_time, member, run, on_dev)
                 edges.add(a, b, np.zeros(len(a), np.int64), STREAM_ORDER, np.full(len(a), -1, np.int64),
                           base + 4 * len(node_time) + np.arange(len(a), dtype=np.float64))
+                a, b, w, o = launch_edges(walk[0], walk[2], node_time, ctx.xla_dispatch[names[host]], member, run,
+                                          on_dev)
+                edges.add(a, b, w, LAUNCH, o,
+                          base + 7 * len(node_time) + np.arange(len(a), dtype=np.float64))
             if windows is not None:  # a dispatching thread waiting for the run it dispatched
-                a, b = blocked_edges(walk[0], walk[2], node_time, windows)
-                edges.add(a, b, np.zeros(len(a), np.int64), SYNC, np.full(len(a), -1, np.int64),
+                a, b, w, o = blocked_edges(walk[0], walk[2], node_time, windows)
+                edges.add(a, b, w, SYNC, o,
                           base + 5 * len(node_time) + np.arange(len(a), dtype=np.float64))
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
                       gidx, node_time, n_h, n_d, edges, stream_order)
@@ -277,8 +283,10 @@ def _dispatch_windows(trace: Trace, ctx: Context, host: np.ndarray,
     if not bool(is_dispatch.any()) or not bool(ctx.xla_op[host].any()):
         return None
     thread = cache.threads(trace)[ctx.track[host]]
+    named = ctx.xla_dispatch_device[names]  # (a device's launch of its run names its device)
+    device = np.where(named >= 0, named, ctx.stat(DEVICE_STAT)[host])
     w = blocking_dispatches(thread, node_time, is_dispatch, ctx.xla_op[host], ctx.stat(RUN_STAT)[host],
-                            ctx.stat(DEVICE_STAT)[host])  # (a run's ops: its wait for them may end later)
+                            device)  # (a run's ops: its wait for them may end later)
     return w if len(w[0]) else None
 
 
@@ -290,7 +298,8 @@ def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.n
     waits for the device; ``windows``: where a thread waits for an XLA program run it
     dispatched, ``xla_links.blocking_dispatches``: its edges there weigh nothing;
     ``section``: per call, a polyprof section, whose own time weighs what of it no other
-    thread's call nor device activity of the graph covers, ``thread_links.idle_time``);
+    thread's call (but a waiting one) nor device activity of the graph covers,
+    ``thread_links.idle_time``);
     returns (per host call its thread and depth, the nodes in the walk's order: each
     thread's in time order), None without host calls."""
     if not len(host):
@@ -325,7 +334,7 @@ def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.n
     owner = np.where(~a_end, ea, np.where(b_end, eb, parent[ea]))
     if section is not None:  # (the graph's other events: host calls, but sections, then devices)
         own = np.flatnonzero((owner >= 0) & section[np.maximum(owner, 0)] & ~top & (weight > 0))
-        busy = np.flatnonzero(~section)
+        busy = np.flatnonzero(~section & ~waiting)  # (a waiting call is no work: what it waits for is)
         n_h = len(host)
         b_th = np.r_[thread[busy], np.full(len(node_time) // 2 - n_h, -1, np.int64)]
         b_s = np.r_[node_time[2 * busy], node_time[2 * n_h::2]]

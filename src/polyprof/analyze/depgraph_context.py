@@ -83,7 +83,7 @@ class Context:
         self.sy_always = names[self.sy] == trace.string_id(STREAM_WAIT_EVENT)
         self.sy_timed = timed[self.sy_call]
         self.xla_wait = xla_waits(trace, xla_op)
-        self.xla_dispatch = xla_dispatches(trace, xla_op)  # (per string id, as xla_wait)
+        self.xla_dispatch, self.xla_dispatch_device = xla_dispatches(trace, xla_op)  # (per string id, as xla_wait)
         self.waits = names_in(trace, WAITING_CALLS) | self.xla_wait
         self.wait_links = wait_links(trace, on_host, start, self.end, track, names, cid, corr)  # (OpenCL's)
         self.queues = queue_levels(trace, corr, names, start, track)

@@ -34,7 +34,22 @@ it (its thread descheduled while the run's threads hold the cores, or a multi-de
 its end, waits for the run, as a CUDA sync call for its kernels. Its thread's time during
 the run (the call's own time and its children's: ``Wait for LaunchOnDevice completion``)
 weighs nothing, and the thread's first node at or after the run's end depends on the
-run's last end (zero weight); a dispatch that ends before its run does stays work.
+run's last end (weighing, into a call's end, the call's time between outside its
+waits); a dispatch that ends before its run does stays work. A dispatch on several
+devices launches its runs one by one (a pool thread's
+``[0] CommonPjRtLoadedExecutable::Execute``, then ``[1] ...``): it waits only once the
+last of them has started; and such a launch, itself a dispatch of its device's run
+(:func:`xla_dispatches`), may wait for that run where another pool thread runs it.
+
+The dispatching thread into the run (:func:`launch_edges`): a dispatch that names its
+run (on several devices: ``Execute (jit_step)`` has the ``run_id``) launched it, so the
+run's first work on its thread (the pool thread's calls preparing it, then its ops)
+depends on the dispatching thread's last node by then, weighing the time between where
+nothing else held the run back (HTA's launch delay; the dispatch's time). Before, nothing
+led from the thread into a run: a step's path started at the run's first op, or stopped
+at the dispatch, and what the thread did before (a ``load`` section) was off the path
+or the run was. JAX's dispatch on one device (``ExecuteHelperOnSingleDevice``) names no
+run and is not linked.
 """
 
 from __future__ import annotations
@@ -43,9 +58,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..derive.intervals import covered, union
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import last_at_or_before, lexsort, unique, unique_rows
+from ..trace.sorting import last_at_or_before, lexsort, unique, unique_inverse, unique_rows
 from ..trace.vocabulary import XLA_WAIT_CALLS
 from .common import names_in
 
@@ -78,14 +94,26 @@ DISPATCH_CALLS = ("CommonPjRtLoadedExecutable::Execute", "PjRtCpuLoadedExecutabl
                   "TfrtCpuExecutable::Execute", "PjRtStreamExecutorLoadedExecutable::Execute")
 
 
-def xla_dispatches(trace: Trace, ops: np.ndarray) -> np.ndarray:
+def _dispatch_device(name: str) -> int:
+    """-1 where ``name`` starts with one of ``DISPATCH_CALLS``; the device's index where
+    it starts with one after it (``[1] CommonPjRtLoadedExecutable::Execute (jit_step)``: a
+    pool thread's launch of device 1's run of a dispatch on several); -2 otherwise."""
+    if name.startswith(DISPATCH_CALLS):
+        return -1
+    head, sep, rest = name.partition("] ")
+    ok = bool(sep) and head[:1] == "[" and head[1:].isdigit() and rest.startswith(DISPATCH_CALLS)
+    return int(head[1:]) if ok else -2
+
+
+def xla_dispatches(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per string id: a name of PjRt's dispatch of a program (``DISPATCH_CALLS``, as
-    prefixes), none where the trace has no XLA host op (``ops``): one test per name,
-    not per event."""
-    out = np.zeros(len(trace.strings), bool)
+    prefixes, or a device's launch of its run, :func:`_dispatch_device`), and the device
+    a launch names (its index, taken for its :data:`DEVICE_STAT`; -1: none); none where
+    the trace has no XLA host op (``ops``): one test per name, not per event."""
+    dev = np.full(len(trace.strings), -2, np.int64)
     if bool(ops.any()):
-        out[:] = np.fromiter((s.startswith(DISPATCH_CALLS) for s in trace.strings), bool, len(trace.strings))
-    return out
+        dev[:] = np.fromiter((_dispatch_device(s) for s in trace.strings), np.int64, len(trace.strings))
+    return dev > -2, np.maximum(dev, -1)
 
 
 def wait_edges(thread: np.ndarray, node_time: np.ndarray, is_op: np.ndarray, is_wait: np.ndarray,
@@ -229,7 +257,7 @@ def blocking_dispatches(thread: np.ndarray, node_time: np.ndarray, is_dispatch: 
     by_end = lexsort((e, code))  # per run, its calls by end: the last one ends the run
     last = by_end[np.searchsorted(code[by_end], np.arange(n_runs), "right") - 1]
     r_end, r_run, r_dev = e[last], run[m][first], device[m][first]
-    parts: list[tuple[np.ndarray, np.ndarray]] = []  # (thread, run)
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (thread, run, the dispatch names its run)
     for th in unique(thread[d]).tolist():
         c = d[thread[d] == th]
         c = c[np.argsort(node_time[2 * c], kind="stable")]
@@ -243,9 +271,35 @@ def blocking_dispatches(thread: np.ndarray, node_time: np.ndarray, is_dispatch: 
         on_th = np.zeros(n_runs, bool)
         on_th[code[thread[m] == th]] = True  # runs with a call on this thread: not its dispatch's wait
         ok &= ~on_th
-        parts.append((np.full(int(ok.sum()), th, np.int64), np.flatnonzero(ok)))
-    th_of, r = (np.concatenate(p) for p in zip(*parts))
-    return th_of, r_start[r], r_end[r], 2 * m[last[r]] + 1
+        parts.append((np.full(int(ok.sum()), th, np.int64), np.flatnonzero(ok), run[call[ok]] != -1))
+    th_of, r, named = (np.concatenate(p) for p in zip(*parts))
+    # a dispatch naming the run id (on several devices) launches its runs one by one: it
+    # waits once the last of them has started, not while it still launches
+    _, id_of = unique_inverse(r_run)
+    launched = np.full(len(r_run), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(launched, id_of.reshape(-1), r_start)
+    w_start = np.where(named, np.maximum(r_start[r], launched[id_of.reshape(-1)[r]]), r_start[r])
+    keep = w_start <= r_end[r]  # (a run that ended while its dispatch still launched: not waited for)
+    return th_of[keep], w_start[keep], r_end[r[keep]], 2 * m[last[r[keep]]] + 1
+
+
+def _thread_windows(windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+                    ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per thread of the ``windows`` (:func:`blocking_dispatches`), their union (sorted,
+    disjoint starts and ends)."""
+    w_th, w_s, w_e, _ = windows
+    return {th: union(w_s[w_th == th], w_e[w_th == th]) for th in unique(w_th).tolist()}
+
+
+def waited(thread: np.ndarray, a_time: np.ndarray, b_time: np.ndarray,
+           windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """Per span ``a_time`` to ``b_time`` on ``thread``: how much of it lies in the
+    ``windows`` of its thread (:func:`blocking_dispatches`: the thread waits there)."""
+    out = np.zeros(len(thread), np.int64)
+    for th, (s, e) in _thread_windows(windows).items():
+        q = np.flatnonzero(thread == th)
+        out[q] = covered(s, e, a_time[q], b_time[q])
+    return out
 
 
 def blocked(thread: np.ndarray, a_time: np.ndarray, b_time: np.ndarray,
@@ -266,11 +320,15 @@ def blocked(thread: np.ndarray, a_time: np.ndarray, b_time: np.ndarray,
 
 
 def blocked_edges(walk_thread: np.ndarray, walked: np.ndarray, node_time: np.ndarray,
-                  windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(source, destination) nodes: per window of :func:`blocking_dispatches`, from the
-    run's last end into the first node of the waiting thread's walk (``walked``, each
-    thread's nodes in time order; ``walk_thread``: per host call its thread) at or after
-    it."""
+                  windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(source, destination, weight, owner) nodes: per window of
+    :func:`blocking_dispatches`, from the run's last end into the first node of the
+    waiting thread's walk (``walked``, each thread's nodes in time order; ``walk_thread``:
+    per host call its thread) at or after it. Where that node ends a call, the edge
+    weighs the call's time between the two outside the thread's windows (its work after
+    its wait: the dispatch returning, or its thread descheduled before it could), and
+    belongs to it; into a call's start, nothing."""
     w_th, _, w_e, w_node = windows
     src, dst = [], []
     node_th = walk_thread[walked >> 1]
@@ -281,4 +339,78 @@ def blocked_edges(walk_thread: np.ndarray, walked: np.ndarray, node_time: np.nda
         ok = at < len(nodes)
         src.append(w_node[q[ok]])
         dst.append(nodes[at[ok]])
-    return (np.concatenate(src), np.concatenate(dst)) if src else (_NONE, _NONE)
+    if not src:
+        return _NONE, _NONE, _NONE, _NONE
+    a, b = np.concatenate(src), np.concatenate(dst)
+    t_a, t_b = node_time[a], node_time[b]
+    th_b = walk_thread[b >> 1]
+    weight = (t_b - t_a) - waited(th_b, t_a, t_b, windows)
+    weight = np.where((b & 1).astype(bool), np.maximum(weight, 0), 0)
+    return a, b, weight, np.where(weight > 0, b >> 1, -1)
+
+
+def launch_edges(walk_thread: np.ndarray, walked: np.ndarray, node_time: np.ndarray, is_dispatch: np.ndarray,
+                 is_member: np.ndarray, run: np.ndarray,
+                 device: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(source, destination, weight, owner) per program run a dispatch names: the dispatching
+    thread into the run. Per host call of the window (graph event ``i``, nodes ``2i`` and
+    ``2i + 1``; ``walk_thread``: its thread; ``walked``: each thread's nodes in the walk's
+    order), ``is_dispatch``: PjRt's dispatch of a program (:func:`xla_dispatches`),
+    ``is_member``, ``run``, ``device``: as :func:`run_order_edges`. A dispatch naming a
+    :data:`RUN_STAT` (on several devices: ``Execute (jit_step)``) launched each run of
+    that id (and of its device, where it names one) starting at or after it on another
+    thread. The destination: on the thread of the run's first call, the first call
+    starting at or after the dispatch's start and after the thread's last call of
+    another run before the run (the pool thread's calls that prepare the run, e.g.
+    ``[0] CommonPjRtLoadedExecutable::Execute``, are its start; its first call at
+    worst). The source: the dispatching thread's last node at or before it, within the
+    dispatch (its end, where the run's thread began after it returned). The edge weighs
+    the time between its ends (the launch's delay, HTA's ``kernel_launch_delay``) where
+    nothing else held the run back: its thread has no node in that time and the device's
+    run before it (:func:`run_order_edges`) had ended by the source; else nothing (the
+    thread's own order, or the device's, leads into the run)."""
+    d = np.flatnonzero(is_dispatch & (run != -1))  # (a run id may be negative)
+    m = np.flatnonzero(is_member & (run != -1))
+    if not len(d) or not len(m):
+        return _NONE, _NONE, _NONE, _NONE
+    _, first, code = unique_rows(device[m], run[m])
+    runs = np.arange(len(first))
+    s, e = node_time[2 * m], node_time[2 * m + 1]
+    by_start = lexsort((s, code))
+    entry = m[by_start[np.searchsorted(code[by_start], runs, "left")]]  # each run's first call
+    r_start, r_run, r_dev = node_time[2 * entry], run[m][first], device[m][first]
+    by_end = lexsort((e, code))
+    last_e = e[by_end[np.searchsorted(code[by_end], runs, "right") - 1]]
+    pred = last_at_or_before(r_dev, last_e, runs, r_dev, r_start)  # the device's run before (run_order_edges)
+    dev_free = np.where(pred >= 0, last_e[np.maximum(pred, 0)], np.iinfo(np.int64).min)
+    disp = last_at_or_before(run[d], node_time[2 * d], d, r_run, r_start)  # the dispatch started last by it
+    ok = disp >= 0
+    disp = np.maximum(disp, 0)
+    ok &= (walk_thread[disp] != walk_thread[entry]) & ((device[disp] == r_dev) | (device[disp] < 0))
+    r, disp, entry = runs[ok], disp[ok], entry[ok]
+    if not len(r):
+        return _NONE, _NONE, _NONE, _NONE
+    dst, before = np.zeros(len(r), np.int64), np.zeros(len(r), np.int64)  # (before: its thread's node before it)
+    node_th = walk_thread[walked >> 1]
+    step_of = np.empty(len(node_time), np.int64)  # per node, its place in the walk
+    step_of[walked] = np.arange(len(walked))
+    for th in unique(walk_thread[entry]).tolist():  # the run's thread: its first call since the dispatch began
+        q, mine = np.flatnonzero(walk_thread[entry] == th), node_th == th
+        nodes = walked[mine]
+        is_end = (nodes & 1).astype(bool)
+        ends = np.flatnonzero(is_end & is_member[nodes >> 1] & (run[nodes >> 1] != -1))  # (places among nodes)
+        starts = np.flatnonzero(~is_end)
+        at = np.searchsorted(ends, np.searchsorted(np.flatnonzero(mine), step_of[2 * entry[q]])) - 1  # another run's
+        lo = np.maximum(np.searchsorted(node_time[nodes], node_time[2 * disp[q]], "left"),
+                        np.where(at >= 0, ends[np.maximum(at, 0)] + 1, 0))
+        p = starts[np.searchsorted(starts, lo)]
+        dst[q] = nodes[p]
+        before[q] = np.where(p > 0, node_time[nodes[np.maximum(p - 1, 0)]], np.iinfo(np.int64).min)
+    src = np.where(node_time[dst] >= node_time[2 * disp + 1], 2 * disp + 1, -1)
+    for th in unique(walk_thread[disp[src < 0]]).tolist():  # within the dispatch: its thread's last node by then
+        q = np.flatnonzero((src < 0) & (walk_thread[disp] == th))
+        nodes = walked[node_th == th]
+        src[q] = nodes[np.searchsorted(node_time[nodes], node_time[dst[q]], "right") - 1]  # (its start at worst)
+    t_src = node_time[src]
+    weight = np.where((before <= t_src) & (dev_free[r] <= t_src), node_time[dst] - t_src, 0)
+    return src, dst, weight, np.where(src == 2 * disp + 1, -1, disp)
