@@ -22,9 +22,18 @@ def _is_collective_kernel(e: dict) -> bool:
 
 
 def make_ranks(src: Path, out_dir: Path, offsets_ns: list[int], late_us: dict[int, float] | None = None,
-               jitter_us: float = 0.0) -> list[Path]:
+               jitter_us: float = 0.0, broadcast_roots: bool = True) -> list[Path]:
     """Write ``rank-<r>.json.gz`` for each offset; returns the paths. ``offsets_ns[r]``
-    is added to rank r's clock (so the alignment must add ``-offsets_ns[r]``)."""
+    is added to rank r's clock (so the alignment must add ``-offsets_ns[r]``).
+
+    ``broadcast_roots``: each broadcast kernel names its root as PyTorch 2.4+ does (the
+    comms args' ``Rank``, a rank of ``Process Group Ranks``), the k-th broadcast rooted
+    at rank k mod the world size. The A100 trace names none (its PyTorch wrote no
+    ``Rank``), and a broadcast whose root is unknown bounds no clock (its root may end
+    before a receiver begins: ranks/align.py), which leaves only the all-reduces, the
+    shortest 1.7 ms long. The copies' broadcasts run at the same times on every rank, so
+    any root is consistent with them; rooted at each rank in turn, they bound every
+    rank's clock from both sides, as a job's broadcasts from several roots do."""
     late_us = late_us or {}
     doc = json.load(gzip.open(src))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -37,6 +46,8 @@ def make_ranks(src: Path, out_dir: Path, offsets_ns: list[int], late_us: dict[in
         d["distributedInfo"] = info
         shift = Decimal(off) / 1000
         k = 0
+        if broadcast_roots:
+            _name_roots(d["traceEvents"], world)
         for e in d["traceEvents"]:
             if "ts" not in e:
                 continue
@@ -54,6 +65,15 @@ def make_ranks(src: Path, out_dir: Path, offsets_ns: list[int], late_us: dict[in
             json.dump(d, f)
         paths.append(p)
     return paths
+
+
+def _name_roots(events: list[dict], world: int) -> None:
+    """The k-th broadcast kernel (in time order) rooted at rank k mod ``world``: its
+    comms args' ``Rank`` and ``Process Group Ranks`` (see :func:`make_ranks`)."""
+    found = sorted((e for e in events if _is_collective_kernel(e) and "broadcast" in e["name"].lower()),
+                   key=lambda e: Decimal(str(e["ts"])))
+    for k, e in enumerate(found):
+        e["args"] = {**e.get("args", {}), "Rank": k % world, "Process Group Ranks": str(list(range(world)))}
 
 
 def slow_kernel(src: Path, dst: Path, rank: int, world: int, correlation: int, extra_us: float) -> Path:

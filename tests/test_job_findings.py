@@ -109,9 +109,11 @@ def test_being_last_at_75_percent_by_chance_names_no_straggler(kind, steps, last
 
 def test_a_rank_last_by_a_hair_at_every_collective_is_no_straggler(tmp_path, traces_dir):
     """A real A100 step on 2 ranks (tests/rankmaker.py: rank 1's NCCL kernels start late):
-    100 µs late at each all-reduce of 222 ms steps is last at all 18 (far beyond chance)
-    but costs rank 0 0.24% of its time: no straggler (the count rule named it before);
-    400 µs late (0.9%, as tests/test_ranks.py's 4 ranks) still is one."""
+    100 µs late at each all-reduce of 222 ms steps is last at all 15 all-reduces (far
+    beyond chance; the broadcasts' spreads, 7-27 µs, are within twice the clocks' bound
+    of 28 µs, now that a broadcast bounds a clock one way only: 18 of 21 with 13 µs
+    before) but costs rank 0 0.24% of its time: no straggler (the count rule named it
+    before); 400 µs late (0.9%, as tests/test_ranks.py's 4 ranks) still is one."""
     from polyprof.ranks.report import COUNT_WAIT_PCT
 
     src = traces_dir / "kineto" / "a100_nccl_rank0.json.gz"
@@ -121,7 +123,7 @@ def test_a_rank_last_by_a_hair_at_every_collective_is_no_straggler(tmp_path, tra
         st = rep.tables["stragglers"]
         last, caused = int(column(st, "last_count")[1]), int(column(st, "caused_wait_ns")[1])
         share = 100 * caused / rep.overview["per_rank"][0]["analysed_span_ns"]
-        assert last >= 18 and 2 * chance_p(last, last, 2) < 1e-4, last
+        assert last >= 15 and 2 * chance_p(last, last, 2) < 1e-4, last
         found = [f for f in rep.findings if f.id == "straggler"]
         if named:
             assert COUNT_WAIT_PCT < share < 1.0 and [f.evidence["rank"] for f in found] == [1]

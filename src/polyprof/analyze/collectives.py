@@ -38,6 +38,8 @@ from the row's input shapes and types (``Input Dims`` / ``Input type``: torch wr
 on ``gloo:*`` ranges with ``record_shapes``). An arg
 the kernel lacks is taken from the framework op that launched it (``record_param_comms``,
 where PyTorch writes the comms args, ``Seq`` included, when the kernel has fewer).
+``root``: a broadcast's, scatter's, reduce's or gather's root rank (``collective_roots.py``;
+-1: unknown, or not rooted).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.sorting import first_and_inverse, member, unique
 from ..trace.vocabulary import XLA_COLLECTIVE_OP
+from .collective_roots import roots
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
 from .inputs import cpu_comm_rows, xla_host_rows
@@ -61,7 +64,7 @@ from .table import Table
 from .window import inside, selection
 
 COLUMNS = ["key", "seq", "seq_from", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
-           "p2p", "peer", "peer_from", "host", "row"]
+           "p2p", "peer", "peer_from", "host", "row", "root"]
 #: name prefixes of the CPU backends' work ranges (torch's ProcessGroupGloo / ProcessGroupMPI)
 #: the c10d ops that post a point-to-point transfer; their third input is the peer
 C10D_P2P = ("c10d::send", "c10d::recv_")
@@ -103,7 +106,7 @@ def normalise_op(text: str) -> str:
 
 #: the Kineto args a collective kernel may carry that the table uses
 ARGS = ("Collective name", "Process Group Name", "In msg nelems", "Out msg nelems", "dtype", "Group size", "Seq",
-        "Src Rank", "Dst Rank", keys.INPUT_DIMS, keys.INPUT_TYPE)
+        "Src Rank", "Dst Rank", "Rank", "Process Group Ranks", keys.INPUT_DIMS, keys.INPUT_TYPE)
 SHAPE_ARGS = (keys.INPUT_DIMS, keys.INPUT_TYPE)
 
 
@@ -341,6 +344,7 @@ def _collective_table(trace: Trace) -> Table:
         nbytes[xla] = hlo_bytes(trace, rows[xla])
     peer, peer_from, posted = _peers(trace, rows, ops, host, st)
     ops, peer, peer_from, grouped = _group_ops(trace, rows, ops, host, posted, peer, peer_from)
+    root = roots(trace, rows, ops, start, st, grouped)  # rooted collectives' root rank (-1: unknown)
     o = np.argsort(start, kind="stable")  # time order (of the ranges: the order ranks/critical_path.py takes)
     o = _one_per_group(o, grouped, start)
     at = np.maximum(posted, 0)
@@ -353,7 +357,7 @@ def _collective_table(trace: Trace) -> Table:
                   "start_ns": start[o].astype(np.int64), "end_ns": end[o].astype(np.int64),
                   "dur_ns": (end - start)[o].astype(np.int64), "bytes": nbytes[o], "group_size": group[o],
                   "p2p": np.fromiter((x in _P2P for x in ops[o]), bool, len(o)), "peer": peer[o],
-                  "peer_from": peer_from[o], "host": host[o], "row": rows[o].astype(np.int64)})
+                  "peer_from": peer_from[o], "host": host[o], "row": rows[o].astype(np.int64), "root": root[o]})
 
 
 def hlo_bytes(trace: Trace, rows: np.ndarray) -> np.ndarray:

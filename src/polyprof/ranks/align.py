@@ -1,13 +1,18 @@
 """Put every rank on the reference rank's clock, from the collectives themselves.
 
 Hosts' clocks disagree by milliseconds, far more than the gaps that matter between
-ranks. But every rank takes part in the same collectives, and a collective cannot end
-on one rank before it began on another (nobody finishes an all-reduce before the last
-rank arrives). So for the k-th collective of a communicator, seen on the reference rank
-as ``[s0, e0]`` and on rank r as ``[sr, er]``, rank r's clock maps ``er`` to at or after
-``s0`` and ``sr`` to at or before ``e0``: two one-sided constraints of the clock service
-(``trace.clock.fit_bounds``). Their convex hull bounds offset and drift; within it the
-estimate is the offset at which the collectives *end together* (the median of
+ranks. But every rank takes part in the same collectives, and a collective that binds
+every rank of its group (all-reduce, all-gather, reduce-scatter, all-to-all, barrier)
+cannot end on one rank before it began on another (nobody finishes an all-reduce before
+the last rank arrives). So for the k-th collective of a communicator, seen on the
+reference rank as ``[s0, e0]`` and on rank r as ``[sr, er]``, rank r's clock maps ``er``
+to at or after ``s0`` and ``sr`` to at or before ``e0``: two one-sided constraints of the
+clock service (``trace.clock.fit_bounds``). A rooted collective gives one of them, and
+only between its root and another rank (``_sides``): a broadcast's root may be done
+before a receiver begins, but no receiver ends before the root began; a reduce's root
+ends after every sender began. Its root unknown (``analyze/collective_roots.py``), it
+gives none. Their convex hull bounds offset and drift; within it the estimate is the
+offset at which the collectives that bind every rank *end together* (the median of
 ``e0 - er``, which is how NCCL behaves), and the bound is a guarantee as long as the
 matched collectives are really the same ones.
 
@@ -33,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analyze.collective_roots import ROOT_RECEIVES, ROOT_SENDS, UNBOUND
 from ..analyze.common import rows_frame
 from ..analyze.table import Table
 from ..trace import clock
@@ -86,30 +92,62 @@ def _pairs(ref_codes: np.ndarray, other_codes: np.ndarray, shift: int) -> tuple[
     return i.astype(np.int64), j.astype(np.int64)
 
 
-def _fit(ref: Table, other: Table, i: np.ndarray, j: np.ndarray) -> ClockFit:
+def _roots(t: Table, rows: np.ndarray) -> np.ndarray:
+    """The root rank of rows of a collective table (-1: unknown; a table made before the
+    column was, e.g. a store's or a test's, has none)."""
+    return np.asarray(t["root"], np.int64)[rows] if "root" in t else np.full(len(rows), -1, np.int64)
+
+
+def _sides(ref: Table, other: Table, i: np.ndarray, j: np.ndarray, ranks: tuple[int, int]
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Which matched pairs bound ``other``'s clock from below (its end at or after the
+    reference rank's start) and which from above (its start at or before the reference
+    rank's end). A collective that binds every rank of its group (all-reduce, all-gather,
+    reduce-scatter, all-to-all, barrier) gives both. A rooted one gives one, and only
+    between the root and another rank: a broadcast's (scatter's) receiver cannot end
+    before the root began, a reduce's (gather's) root cannot end before a sender began;
+    the root may finish before another rank begins. Its root unknown, or neither rank
+    the root, or a collective-permute (each rank hears from a peer the trace does not
+    name): none."""
+    op = np.asarray(ref["op"], object)[i]
+    root = _roots(ref, i)
+    root = np.where(root >= 0, root, _roots(other, j))
+    sends, receives = np.isin(op, list(ROOT_SENDS)), np.isin(op, list(ROOT_RECEIVES))
+    group = ~(sends | receives | np.isin(op, list(UNBOUND)))
+    ref_root, other_root = (root >= 0) & (root == ranks[0]), (root >= 0) & (root == ranks[1])
+    below = group | (sends & ref_root) | (receives & other_root)
+    above = group | (sends & other_root) | (receives & ref_root)
+    return below, above
+
+
+def _fit(ref: Table, other: Table, i: np.ndarray, j: np.ndarray, ranks: tuple[int, int] = (-1, -1)) -> ClockFit:
     s0, e0 = ref["start_ns"][i], ref["end_ns"][i]
     sr, er = other["start_ns"][j], other["end_ns"][j]
-    prefer = int(median(e0 - er))
-    return clock.fit_bounds(er, s0, sr, e0, max_drift_ppm=MAX_DRIFT_PPM, method="collectives",
-                            prefer_offset_ns=prefer, warn=False)
+    below, above = _sides(ref, other, i, j, ranks)
+    both = below & above  # the collectives that end together on every rank: the offset preferred
+    prefer = int(median((e0 - er)[both if both.any() else slice(None)]))
+    return clock.fit_bounds(er[below], s0[below], sr[above], e0[above], max_drift_ppm=MAX_DRIFT_PPM,
+                            method="collectives", prefer_offset_ns=prefer, warn=False)
 
 
 Match = tuple[ClockFit | None, int, int, dict[tuple[str, int], int] | None]
 
 
-def align_pair(ref: Table, other: Table) -> Match:
+def align_pair(ref: Table, other: Table, ranks: tuple[int, int] = (-1, -1)) -> Match:
     """(fit, matches, shift, seq map) of ``other`` onto ``ref``'s clock from collectives,
     or (None, 0, 0, None) when no pairing gives consistent constraints (the seq map is
-    :attr:`RankClock.seq_map`, set when the pairs were found around gaps)."""
+    :attr:`RankClock.seq_map`, set when the pairs were found around gaps). ``ranks``:
+    the two tables' ranks, which a rooted collective's root is compared with (-1:
+    unknown: rooted collectives then bound nothing)."""
     best: Match = (None, 0, 0, None)
     r, o = _group_only(ref), _group_only(other)
     rc, oc = _codes(r, o)
     recorded = _all_recorded(r) and _all_recorded(o)
-    for shift in [0] if recorded else sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs):
+    for shift in _shifts(r, o):
         i, j = _pairs(rc, oc, shift)
         if not len(i):
             continue
-        f = _fit(r, o, i, j)
+        f = _fit(r, o, i, j, ranks)
         if not f.consistent:
             continue
         if best[0] is None or (len(i), -f.bound_ns) > (best[1], -best[0].bound_ns):
@@ -117,7 +155,7 @@ def align_pair(ref: Table, other: Table) -> Match:
         if len(i) == len(rc) == len(oc):  # the same collectives on both: any other shift pairs fewer
             break
     if best[0] is None and not recorded:  # a collective missing mid-trace: no one shift fits every pair
-        return _around_gaps(r, o, rc, oc)
+        return _around_gaps(r, o, rc, oc, ranks)
     return best
 
 
@@ -132,7 +170,7 @@ def _group_only(t: Table) -> Table:
 END_TOLERANCE_NS = 50_000
 
 
-def _around_gaps(ref: Table, other: Table, rc: np.ndarray, oc: np.ndarray) -> Match:
+def _around_gaps(ref: Table, other: Table, rc: np.ndarray, oc: np.ndarray, ranks: tuple[int, int]) -> Match:
     """Pairs taken from every shift at once, kept where the two ends agree with the
     densest end difference (the clock offset): a collective missing from one rank's
     recording in the middle moves the shift of every later one, which no single shift
@@ -157,7 +195,7 @@ def _around_gaps(ref: Table, other: Table, rc: np.ndarray, oc: np.ndarray) -> Ma
     if len(keep) < max(2, min(len(ref), len(other)) // 2):
         return None, 0, 0, None
     i, j = i[keep], j[keep]
-    f = _fit(ref, other, i, j)
+    f = _fit(ref, other, i, j, ranks)
     if not f.consistent:
         return None, 0, 0, None
     seq_map = dict(zip(zip(other["key"][j].tolist(), np.asarray(other["seq"], np.int64)[j].tolist()),
@@ -180,7 +218,7 @@ WALL_IDENTITY = {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
 
 
 def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: dict[int, bool],
-              note: str = "", counts: tuple[int, int] | None = None) -> RankClock:
+              note: str = "", counts: tuple[int, int] | None = None, one_sided: str = "") -> RankClock:
     """The rank on its recorded clock. ``counts``: the collectives of the rank and of the
     reference rank (a rank without any has none to match: recording the same steps would
     not help). A rank on a session clock (``session``: polyprof's monotonic clock, Nsight's
@@ -193,6 +231,7 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
     mine, theirs = counts or (1, 1)
     why = (f"rank {rank} recorded no collective" if not mine else
            f"the reference rank {ref} recorded no collective" if not theirs else
+           f"no collective bound its clock from both sides: {one_sided}" if one_sided else
            "no collective matched the reference rank's") + (f", and {note}" if note else "")
     on_session = {r: bool(session.get(r)) for r in (rank, ref)}
     a, b = ({**WALL_IDENTITY, **anchors.get(r, {})} if not on_session[r] else anchors.get(r) for r in (rank, ref))
@@ -244,7 +283,7 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
     for r in ranks:
         if r == ref:
             continue
-        fit, n, shift, seq_map = align_pair(tables[ref], tables[r])
+        fit, n, shift, seq_map = align_pair(tables[ref], tables[r], (ref, r))
         if fit is not None:
             r_, o_ = _group_only(tables[ref]), _group_only(tables[r])
             msg = f"collectives matched with a shift of {shift}" if shift else ""
@@ -259,8 +298,59 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
     for r in ranks:
         if r not in out:
             out[r] = _fallback(r, anchors, ref, session, why.get(r) or _no_peer(tables[r]),
-                               (_n_group(tables[r]), _n_group(tables[ref])))
+                               (_n_group(tables[r]), _n_group(tables[ref])),
+                               _one_sided(tables[ref], tables[r], (ref, r)))
+        elif out[r].fit.method == "transfers":
+            _pair_collectives(out[r], tables[ref], tables[r], (ref, r))
     return out
+
+
+def _shifts(ref: Table, other: Table) -> list[int]:
+    """The shifts of seq to try: none where both ranks' collectives carry recorded
+    sequence numbers."""
+    return [0] if _all_recorded(ref) and _all_recorded(other) else sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs)
+
+
+def _one_sided(ref: Table, other: Table, ranks: tuple[int, int]) -> str:
+    """Why collectives that pair up (at the first shift that pairs any) did not align
+    the rank: rooted ones bound its clock from one side only, or not at all ("" where
+    they do bound it from both sides: their constraints disagreed)."""
+    r, o = _group_only(ref), _group_only(other)
+    rc, oc = _codes(r, o)
+    for shift in _shifts(r, o):
+        i, j = _pairs(rc, oc, shift)
+        if len(i):
+            below, above = _sides(r, o, i, j, ranks)
+            if below.any() and above.any():
+                return ""
+            return (f"its {len(i)} collective(s) that pair with the reference rank's are rooted (broadcast, "
+                    "scatter, reduce, gather: the root may finish before another rank begins) and bound it from "
+                    + ("one side only" if below.any() or above.any() else "neither side (their root unknown, or "
+                       "neither rank the root)"))
+    return ""
+
+
+def _pair_collectives(c: RankClock, ref: Table, other: Table, ranks: tuple[int, int]) -> None:
+    """For a rank aligned from its transfers: pair its collectives with the reference
+    rank's (the shift with the most pairs whose one-sided constraints the fit keeps,
+    within its bound), so stragglers compare its arrivals; ``c`` is updated."""
+    r, o = _group_only(ref), _group_only(other)
+    if not len(r) or not len(o):
+        return
+    rc, oc = _codes(r, o)
+    tol = c.fit.bound_ns if math.isfinite(c.fit.bound_ns) else 0.0
+    best: tuple[int, int] | None = None
+    for shift in _shifts(r, o):
+        i, j = _pairs(rc, oc, shift)
+        if not len(i) or (best is not None and len(i) <= best[1]):
+            continue
+        below, above = _sides(r, o, i, j, ranks)
+        ends, starts = c.fit.to_host(o["end_ns"][j][below]), c.fit.to_host(o["start_ns"][j][above])
+        if (ends >= r["start_ns"][i][below] - tol).all() and (starts <= r["end_ns"][i][above] + tol).all():
+            best = (shift, len(i))
+    if best is not None:
+        c.shift, c.seq_map = best[0], None
+        c.message += f"; its {best[1]} collective(s) paired with the reference rank's (as the transfers' fit allows)"
 
 
 def _by_transfers(tables: dict[int, Table], ref: int, out: dict[int, RankClock]) -> dict[int, str]:

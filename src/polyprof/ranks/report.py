@@ -316,7 +316,7 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows:
     r = int(top["rank"])
     if cost is not None and cost["rank"] != r:
         cost = None  # the share is another rank's
-    mine = per_coll.take((np.asarray(per_coll["last_rank"], np.int64) == r) & significant)
+    mine = per_coll.take((_charged(per_coll) == r) & significant)
     steps, window = steps_of(r) if steps_of is not None else ({}, [])
     # how likely its count of lasts is by chance (for any rank), and its waiting's share
     odds: dict[str, float] = {"chance_p": float(f"{min(1.0, n * chance_p(int(top['last_count']), total, n)):.3g}")}
@@ -324,6 +324,13 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows:
         odds["wait_share_pct"] = round(pct, 1)
     out.append(_straggler(r, top, mine, total, len(per_coll), by_count, cost, steps, window, odds))
     return out
+
+
+def _charged(per_coll: Table) -> np.ndarray:
+    """Per collective, the rank its waiting is charged to (``stragglers._held_by``: the
+    last rank, or the one it had waited for just before); the last rank in a table
+    without the column."""
+    return np.asarray(per_coll["held_by" if "held_by" in per_coll else "last_rank"], np.int64)
 
 
 def _others_share(per_rank: Table, at: int, windows: dict[int, int]) -> float | None:
@@ -349,7 +356,7 @@ def _wait_cost(per_rank: Table, per_coll: Table, significant: np.ndarray,
     if not others or caused[at] <= 0:
         return None
     nxt = int(np.argmax(np.where(ranks == r, -np.inf, caused)))
-    last = np.asarray(per_coll["last_rank"], np.int64) == r
+    last = _charged(per_coll) == r
     wait = np.asarray(per_coll["wait_ns"], np.float64)
     beyond = wait[last & significant].sum() >= 0.5 * wait[last].sum()
     job_share = 100.0 * caused[at] / job

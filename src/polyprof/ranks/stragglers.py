@@ -3,7 +3,9 @@
 For each collective seen on two or more ranks (matched by ``key`` and ``seq``, with each
 rank's shift from alignment), a rank's *arrival* is when its collective began, on the
 reference clock. The last to arrive is the one the others waited for: rank r waited
-``last - arrival_r``, and was ``arrival_r - first`` late. Summed per rank, ``late_ns``
+``last - arrival_r``, and was ``arrival_r - first`` late, unless it left the collective
+before the last rank arrived (beyond the clocks' bounds: a broadcast's root that sent
+and was done, a reduce's sender), when it waited for nobody. Summed per rank, ``late_ns``
 says how late a rank tends to be, ``caused_wait_ns`` how much waiting it caused when it
 came last (per rank that waited, the union over time of those waits, summed over those
 ranks), and ``waited_ns`` how long it waited for others: the union over time of its
@@ -26,7 +28,8 @@ from ..trace.factorize import factorize
 from .align import RankClock
 
 RANK_COLUMNS = ["rank", "late_ns", "last_count", "caused_wait_ns", "waited_ns", "collectives", "bound_ns"]
-EVENT_COLUMNS = ["key", "seq", "op", "ranks", "first_rank", "last_rank", "spread_ns", "wait_ns", "bound_ns"]
+EVENT_COLUMNS = ["key", "seq", "op", "ranks", "first_rank", "last_rank", "held_by", "spread_ns", "wait_ns",
+                 "bound_ns"]
 
 
 def arrivals(tables: dict[int, Table], clocks: dict[int, RankClock]) -> Table:
@@ -74,34 +77,84 @@ def stragglers(tables: dict[int, Table], clocks: dict[int, RankClock]) -> tuple[
     np.maximum.at(last, group, arr)
     bound = np.full(n, -np.inf)
     np.maximum.at(bound, group, bnd)
-    late, wait = arr - first[group], last[group] - arr
+    late, wait = arr - first[group], _waits(arr, np.asarray(a["end_ns"], arr.dtype), last[group], bound[group])
     rows = np.arange(len(a))
     # the first row (in arrival-table order) that arrived first / last in each collective
     first_row, last_row = np.full(n, len(a)), np.full(n, len(a))
     np.minimum.at(first_row, group[arr == first[group]], rows[arr == first[group]])
     np.minimum.at(last_row, group[arr == last[group]], rows[arr == last[group]])
     wait_ns = np.bincount(group, weights=wait, minlength=n).astype(wait.dtype)
+    held = _held_by(group, rank, arr, np.asarray(a["end_ns"], arr.dtype), wait, last_row, last, bound)
     by = np.argsort(last_row, kind="stable")  # collectives in the order their last arrival comes
     ev = frame({"key": np.asarray(a["key"], object)[last_row[by]], "seq": np.asarray(a["seq"], np.int64)[last_row[by]],
                 "op": np.asarray(a["op"], object)[last_row[by]], "ranks": np.bincount(group, minlength=n)[by],
-                "first_rank": rank[first_row[by]], "last_rank": rank[last_row[by]],
+                "first_rank": rank[first_row[by]], "last_rank": rank[last_row[by]], "held_by": held[by],
                 "spread_ns": (last - first)[by].astype(np.int64), "wait_ns": wait_ns[by], "bound_ns": bound[by]})
     significant = ev["spread_ns"] > 2 * ev["bound_ns"]
-    lr = ev["last_rank"]
+    lr = ev["held_by"]
     rows_of: list[tuple] = []
-    last_of = rank[last_row]  # per collective (by group), the rank that came last
     for r in ranks:
         mine = rank == r
         sig_last = lr == r
         # the waits it caused: per rank that waited for it, the union over time of those waits
-        caused = (last_of[group] == r) & (rank != r)
-        caused_ns = sum(union_len(arr[caused & (rank == o)], last[group[caused & (rank == o)]])
+        caused = (held[group] == r) & (rank != r)
+        caused_ns = sum(union_len(arr[caused & (rank == o)], (arr + wait)[caused & (rank == o)])
                         for o in unique(rank[caused]).tolist())
         rows_of.append((int(r), int(late[mine].sum()), int((sig_last & significant).sum()), int(caused_ns),
-                         union_len(arr[mine], last[group[mine]]), int(mine.sum()), float(bound[group[mine]].max()) if mine.any()
-                         else float("nan")))
+                        union_len(arr[mine], (arr + wait)[mine]), int(mine.sum()),
+                        float(bound[group[mine]].max()) if mine.any() else float("nan")))
     rank_df = frame({c: [row[i] for row in rows_of] for i, c in enumerate(RANK_COLUMNS)})
     return rank_df, ev.sort_by("wait_ns", descending=True).select(EVENT_COLUMNS)
+
+
+def _waits(arrival: np.ndarray, end: np.ndarray, last: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Each rank's wait in its collective for the last rank: from its arrival to the last
+    arrival, or none where it left the collective before the last rank arrived (beyond
+    twice the clocks' bound): a rooted collective's root that sent and was done (a
+    broadcast's, a scatter's) or a sender of a reduce or gather did not wait for a late
+    receiver; the rank its collective waited on was another (gloo's broadcast tree: a
+    receiver waits for the late one it receives through)."""
+    left = end + 2 * np.nan_to_num(bound, nan=0.0) < last
+    return np.where(left, 0, last - arrival).astype(arrival.dtype)
+
+
+def _held_by(group: np.ndarray, rank: np.ndarray, arr: np.ndarray, end: np.ndarray, wait: np.ndarray,
+             last_row: np.ndarray, last: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Per collective, the rank its waiting is charged to: the rank that came last,
+    unless that rank was late only because it had waited for another in its collective
+    before, one that other ranks had left before the late rank arrived (a rooted one),
+    and then took no longer than the others to come here (within twice the clocks'
+    bound): then the rank that collective is charged to. A gloo broadcast's receiver
+    that relays through the late rank waits for it while the root is done, then reaches
+    the next all-reduce with it, by a hair last or first. (Where every rank waited in the
+    collective before, all-reduces, that wait delayed them alike.)"""
+    n = len(last_row)
+    order = np.lexsort((arr, rank))  # each rank's collectives in the order it reached them
+    prev = np.full(len(arr), -1, np.int64)
+    same = rank[order[1:]] == rank[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    has = prev >= 0
+    gap = np.where(has, arr - end[np.maximum(prev, 0)], np.iinfo(np.int64).max)  # its own time since it left
+    # per collective, the shortest such time of a rank that came before the last one
+    others = np.full(n, np.iinfo(np.int64).max, np.int64)
+    not_last = np.ones(len(arr), bool)
+    not_last[last_row] = False
+    np.minimum.at(others, group[not_last], gap[not_last])
+    p = prev[last_row]
+    slack = 2 * np.nan_to_num(bound, nan=0.0)
+    first_out = np.full(n, np.iinfo(np.int64).max, np.int64)  # per collective, the first rank to leave it
+    np.minimum.at(first_out, group, end.astype(np.int64))
+    before = group[np.maximum(p, 0)]
+    inherit = ((p >= 0) & (gap[last_row] >= 0) & (others < np.iinfo(np.int64).max)
+               & (wait[np.maximum(p, 0)] > slack) & (gap[last_row] <= others + slack)
+               & (first_out[before] + slack[before] < last[before]))
+    up = np.where(inherit, before, np.arange(n))
+    for _ in range(64):  # to the first of each chain (pointer jumping)
+        nxt = up[up]
+        if (nxt == up).all():
+            break
+        up = nxt
+    return rank[last_row][up]
 
 
 def _collectives(key: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:

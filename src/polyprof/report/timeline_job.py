@@ -10,6 +10,7 @@ loads the ranks' traces from the job's :class:`~polyprof.ranks.traceset.TraceSet
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -55,15 +56,30 @@ def straggler_marks(job: JobReport, offset: dict[int, int]) -> list[dict[str, An
             if (k, s) in wanted:
                 arrivals.setdefault((k, s), []).append(int(t) + offset.get(int(r), 0))
     marks: list[dict[str, Any]] = []
-    for k, s, op, last, spread in zip(column(sc, "key").tolist(), column(sc, "seq").tolist(),
-                                       column(sc, "op").tolist(), column(sc, "last_rank").tolist(),
-                                       column(sc, "spread_ns").tolist()):
+    bounds = column(sc, "bound_ns").tolist() if "bound_ns" in sc else [0.0] * len(sc)
+    last_ranks = column(sc, "last_rank").tolist()
+    held = column(sc, "held_by").tolist() if "held_by" in sc else last_ranks
+    for k, s, op, last, by, spread, bound in zip(column(sc, "key").tolist(), column(sc, "seq").tolist(),
+                                                  column(sc, "op").tolist(), last_ranks, held,
+                                                  column(sc, "spread_ns").tolist(), bounds):
         times = arrivals.get((k, s))
         if not times or len(marks) >= MAX_MARKS:
             continue
         marks.append({"start_ns": min(times), "end_ns": max(times), "kind": "straggler",
-                      "label": f"{op} #{s}: rank {last} last, {fmt_ns(spread)} after the first"})
+                      "label": _label(op, s, last, spread, bound, by)})
     return marks
+
+
+def _label(op: str, seq: int, last: int, spread: float, bound: float, held_by: int) -> str:
+    """A straggler mark's label: the last rank, where the arrivals differ beyond twice the
+    clocks' bound (``stragglers.last_count``'s rule), and the rank the waiting is charged
+    to where that is another (``stragglers._held_by``); else no last rank is known."""
+    b = float(bound) if bound is not None else math.nan
+    if b != b or spread <= 2 * b:
+        why = f"bound {fmt_ns(b)}" if b == b else "bound unknown"
+        return f"{op} #{seq}: arrivals {fmt_ns(spread)} apart, order within clock error ({why}): no known last rank"
+    text = f"{op} #{seq}: rank {last} last, {fmt_ns(spread)} after the first"
+    return text if held_by == last else f"{text} (it had waited for rank {held_by} just before)"
 
 
 def collective_names(job: JobReport) -> list[str]:

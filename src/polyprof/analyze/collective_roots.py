@@ -1,0 +1,146 @@
+"""Which rank is the root of a rooted collective (broadcast, scatter, reduce, gather), from
+what the trace records: the ``root`` column of ``analyze/collectives.py``'s table.
+
+A rooted collective binds its ranks one way only: a broadcast's (a scatter's) root may
+finish before a receiver begins (it sends and is done; gloo and NCCL send eagerly), and
+a receiver cannot end before the root began; a reduce's (a gather's) senders may finish
+before the root begins, and the root cannot end before each sender began. So clock
+alignment and the waits of stragglers need the root (``ranks/align.py``).
+
+Where the root is written:
+
+- ``Rank`` in the comms args of ``record_param_comms`` (which Kineto may copy onto the
+  kernel): PyTorch's ``RECORD_PARAM_COMMS`` takes ``opts.rootRank`` there for
+  broadcast, reduce, gather and scatter (ProcessGroupNCCL, recent PyTorch; older traces
+  lack the arg), a rank of the process group, mapped through ``Process Group Ranks``;
+- the c10d op that posted the collective, with ``record_shapes`` (its ``Concrete
+  Inputs``): ``c10d::broadcast_(tensors, group, root_rank, root_tensor, ...)``,
+  ``c10d::reduce_(tensors, group, op, root_rank, ...)``, ``c10d::gather_(outputs,
+  inputs, group, root_rank, ...)``, ``c10d::scatter_(outputs, inputs, group, root_rank,
+  ...)``: the k-th such op of a kind is paired with the k-th collective of that kind in
+  time order (gloo runs the work on a worker thread of its own; one c10d op posts one
+  collective), or, where the counts differ, the one root they all name.
+
+A group rank is mapped to the global rank through the collective's ``Process Group
+Ranks`` where listed, else the trace's one process group (``distributedInfo``), else
+taken as the global rank (right for the default group). -1: unknown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace import keys
+from ..trace.core import Trace
+from ..trace.sorting import unique, unique_inverse
+from .process_groups import group_ranks
+
+#: the root sends to every other rank: a receiver cannot end before the root began
+ROOT_SENDS = frozenset({"broadcast", "scatter"})
+#: every other rank sends to the root: the root cannot end before each sender began
+ROOT_RECEIVES = frozenset({"reduce", "gather"})
+ROOTED = ROOT_SENDS | ROOT_RECEIVES
+#: each rank hears from one peer (XLA's collective-permute: its source-target pairs are
+#: not in the trace): no bound between two ranks
+UNBOUND = frozenset({"collectivepermute"})
+#: the position of ``root_rank`` in the c10d op's inputs, by collective
+C10D_ROOT_INPUT = {"broadcast": 2, "reduce": 3, "gather": 3, "scatter": 3}
+
+
+def _json(x: object) -> object:
+    if isinstance(x, (str, bytes)):
+        import orjson  # here: only a trace with rooted collectives decodes their args
+
+        try:
+            return orjson.loads(x)
+        except orjson.JSONDecodeError:
+            return None
+    return x
+
+
+def _int(x: object) -> int:
+    try:
+        return int(x)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return -1
+
+
+def _global(root: int, ranks: object, default: list[int] | None) -> int:
+    """The global rank of group rank ``root``: through the collective's listed group
+    ranks (``Process Group Ranks``, JSON text or a list), else the trace's one group."""
+    listed = _json(ranks)
+    for group in (listed, default):
+        if isinstance(group, list) and 0 <= root < len(group) and all(isinstance(r, int) for r in group):
+            return int(group[root])
+    return root
+
+
+def roots(trace: Trace, rows: np.ndarray, ops: np.ndarray, start: np.ndarray, st: dict[str, np.ndarray],
+          enclosing: np.ndarray) -> np.ndarray:
+    """The global root rank of each collective row (-1: unknown, or not rooted).
+    ``ops``: the rows' collectives (normalised); ``start``: their start times; ``st``:
+    their comms args (``Rank``, ``Process Group Ranks``); ``enclosing``: the row of
+    the host op that made a point-to-point row this collective (-1: none)."""
+    out = np.full(len(rows), -1, np.int64)
+    rooted = np.flatnonzero(np.isin(ops, list(ROOTED))) if len(rows) else np.zeros(0, np.int64)
+    if not len(rooted):
+        return out
+    default = group_ranks(trace)
+    for i in rooted.tolist():
+        r = _int(st["Rank"][i]) if st.get("Rank") is not None else -1
+        if r >= 0:
+            out[i] = _global(r, st["Process Group Ranks"][i] if "Process Group Ranks" in st else None, default)
+    ask = rooted[out[rooted] < 0]
+    wrapped = ask[enclosing[ask] >= 0]  # an enclosing c10d::gather_ / scatter_: its own root
+    if len(wrapped):
+        got = _c10d_roots(trace, enclosing[wrapped], ops[wrapped])
+        out[wrapped] = [_global(int(g), None, default) if g >= 0 else -1 for g in got.tolist()]
+    for op in sorted(set(ops[rooted].tolist())):
+        mine = rooted[(ops[rooted] == op) & (out[rooted] < 0) & (enclosing[rooted] < 0)]
+        if len(mine):
+            got = _posted_roots(trace, op, start[mine])
+            out[mine] = [_global(int(g), None, default) if g >= 0 else -1 for g in got.tolist()]
+    return out
+
+
+def _c10d_roots(trace: Trace, ops_rows: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """The ``root_rank`` input of c10d op rows (-1: not one of the rooted c10d ops, or
+    its inputs not recorded)."""
+    out = np.full(len(ops_rows), -1, np.int64)
+    uniq, back = unique_inverse(np.asarray(ops_rows, np.int64))
+    got = trace.stats.lookup_rows((keys.CONCRETE_INPUTS,), uniq) if len(uniq) else {}
+    inputs = np.full(len(uniq), None, object)
+    if keys.CONCRETE_INPUTS in got:
+        m, v = got[keys.CONCRETE_INPUTS]
+        inputs[m] = list(v)
+    names = trace.names(uniq)
+    for k, (name, op) in enumerate(zip(names[back].tolist(), ops.tolist())):
+        args = _json(inputs[back[k]])
+        at = C10D_ROOT_INPUT.get(op, -1)
+        if str(name) == f"c10d::{op}_" and isinstance(args, list) and 0 <= at < len(args):
+            out[k] = _int(args[at])
+    return out
+
+
+def _posted_roots(trace: Trace, op: str, start: np.ndarray) -> np.ndarray:
+    """Roots of one kind's collectives (``start``: their start times) from the c10d ops
+    that posted them (``c10d::broadcast_``...): the k-th op with the k-th collective in
+    time order where the counts agree and each op began before its collective; else, for
+    every collective, the one root all the ops name; -1 where neither says."""
+    sid = trace.string_id(f"c10d::{op}_")
+    out = np.full(len(start), -1, np.int64)
+    if sid < 0:
+        return out
+    posts = np.flatnonzero(np.asarray(trace.events["name"]) == sid)
+    if not len(posts):
+        return out
+    posts = posts[np.argsort(np.asarray(trace.events["start_ns"][posts]), kind="stable")]
+    root = _c10d_roots(trace, posts, np.full(len(posts), op, object))
+    order = np.argsort(start, kind="stable")
+    if len(posts) == len(start) and (np.asarray(trace.events["start_ns"][posts]) <= start[order]).all():
+        out[order] = root
+        return out
+    named = unique(root)
+    if len(named) == 1 and named[0] >= 0:
+        out[:] = named[0]
+    return out
