@@ -18,9 +18,11 @@ def register(sub: Subparsers) -> None:
         "critical-path", help="what holds each step across the ranks of a job, and what-ifs",
         description="The critical path of each step of a job: every rank's dependency graph (HTA's) joined "
                     "through the matched collectives (the k-th collective of a communicator ends when its last "
-                    "rank arrives), on the aligned clock. Prints per step the path's length, the rank and the "
+                    "rank arrives; a rank none of whose collectives matches is named, and left out), on the "
+                    "aligned clock. Prints per step the path's length, the rank and the "
                     "ops on it; --what-if RANK:NAME:FACTOR predicts each step's change if that rank's ops whose "
-                    "name holds NAME took FACTOR times as long (0.8: 20% faster). One trace file is a job of "
+                    "name holds NAME took FACTOR times as long (0.8: 20% faster; all of each one's own time on "
+                    "the path, a section's before its ops too). One trace file is a job of "
                     "one rank, and its path is the one of summary's critical_path table (the same graph: HTA's, "
                     "plus each stream's order across gaps of 1.5 ms or more). Each step's line also gives the "
                     "step's wall time with its device work (its start to the last end of its calls and of the "
@@ -29,7 +31,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--step", type=int, action="append", metavar="K",
                    help="the K-th step (by position, from 0) of every rank; repeat for more (default: every step)")
     p.add_argument("--what-if", action="append", default=[], metavar="RANK:NAME:FACTOR",
-                   help="predicted change of each step if rank RANK's ops, calls and kernels whose name holds "
+                   help="predicted change of each step if rank RANK's ops, calls, sections and kernels whose name holds "
                         "NAME (case-insensitive) took FACTOR times as long; repeatable")
     p.add_argument("-n", "--top", type=count, default=10, help="events listed per step (default 10; --json: all)")
     p.add_argument("--no-align", action="store_true",
@@ -88,8 +90,11 @@ def run(args: argparse.Namespace) -> int:
         raise PolyprofError(f"--step {bad[0]}: the ranks have {total} step(s) in common (0 to {total - 1})")
     table = jcp.job_critical_path(traces, steps, clocks)
     predicted = []
+    unjoined = []  # the ranks each step joined to no other
     for k in steps:
         jg = jcp.job_graph(traces, k, clocks)
+        unjoined += [{"step": k, "rank": r, "why": why, "in_graph": r not in jg.left_out}
+                     for r, why in sorted(jg.unjoined.items())]
         base = longest_path(jg.graph).length
         for r, name, factor in asks:
             delta, n = jcp.what_if_op(jg, r, name, factor)
@@ -100,13 +105,35 @@ def run(args: argparse.Namespace) -> int:
                 for vals in zip(*(table[c].tolist() for c in table.columns))]
         clock_rows = [{"rank": r, "offset_ns": int(c.fit.offset_ns), "aligned": bool(c.aligned)}
                       for r, c in sorted((clocks or {}).items())]
-        sys.stdout.write(json.dumps({"critical_path": rows, "what_if": predicted, "clocks": clock_rows}) + "\n")
+        sys.stdout.write(json.dumps({"critical_path": rows, "what_if": predicted, "clocks": clock_rows,
+                                     "unjoined": unjoined}) + "\n")
         return 0
     from ..analyze.critical_path import step_windows
 
     numbers = step_windows(traces[min(traces)])[0]  # the first rank's step numbers, as the other commands show
-    _print(table, predicted, steps, args.top, numbers, traces)
+    _print(table, predicted, steps, args.top, numbers, traces, unjoined)
     return 0
+
+
+def _unjoined_lines(notes: list[dict[str, Any]], every: bool, width: int) -> list[str]:
+    """The ranks a step joined to no other (``every``: the same in every step), one line
+    per reason: why, and whether the rank's graph is in the job's (ranks/critical_path.py:
+    ``job_graph``'s ``unjoined`` and ``left_out``)."""
+    import textwrap
+
+    from ..ranks.critical_path import ALONE, LEFT_OUT  # the wording the export track's stat has too
+
+    by: dict[tuple[str, bool], list[int]] = {}
+    for x in notes:
+        by.setdefault((x["why"], x["in_graph"]), []).append(int(x["rank"]))
+    out = []
+    for (why, kept), ranks in by.items():
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
+        when = " in any step" if every else ""
+        out.append(textwrap.fill(f"not joined{when}: {who}: {why}; {ALONE if kept else LEFT_OUT}", width,
+                                 initial_indent="" if every else "  ", subsequent_indent="    ",
+                                 break_long_words=False, break_on_hyphens=False))
+    return out
 
 
 #: the other ranks a step's header names beside the one holding most of the path
@@ -162,7 +189,7 @@ def _no_path(traces: dict[int, Any], k: int, where: str) -> str:
 
 
 def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: int, numbers: Any,
-           traces: dict[int, Any] | None = None) -> None:
+           traces: dict[int, Any] | None = None, unjoined: list[dict[str, Any]] | None = None) -> None:
     import textwrap
 
     import numpy as np
@@ -171,13 +198,22 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
 
     width = _width()
     step = np.asarray(table["step"], np.int64)
+    notes: dict[int, list[dict[str, Any]]] = {k: [] for k in steps}
+    for x in unjoined or []:
+        notes[x["step"]].append({c: v for c, v in x.items() if c != "step"})
+    every = len(steps) > 1 and all(notes[k] == notes[steps[0]] for k in steps) and bool(notes[steps[0]])
+    if every:  # (once, not per step)
+        print("\n".join(_unjoined_lines(notes[steps[0]], True, width)))
     for k in steps:
+        lines = [] if every else _unjoined_lines(notes[k], False, width)
         m = np.flatnonzero(step == k)
         whole = k < len(numbers) and int(numbers[k]) < 0  # no steps: the whole trace, as summary says
         said = "" if whole else f"step {k}" + (f" (#{int(numbers[k])})" if k < len(numbers) else "") + ": "
         where = "the trace" if whole else "the step"
         if not len(m):
             print(textwrap.fill(f"{said}{_no_path(traces or {}, k, where)}", width, subsequent_indent="  "))
+            if lines:
+                print("\n".join(lines))
             continue
         length = int(table["path_ns"][m[0]])
         span = int(table["span_ns"][m[0]])
@@ -189,6 +225,8 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
                             f"(start to end of its work); rank {held} holds "
                             f"{100.0 * share[held] / max(length, 1):.0f}% of it" + (f" ({others})" if others else ""),
                             width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+        if lines:
+            print("\n".join(lines))
         keys: dict[tuple[int, str, str], int] = {}
         for r, n, kind, v in zip(ranks.tolist(), table["name"][m].tolist(), table["kind"][m].tolist(), on.tolist()):
             keys[(r, n, kind)] = keys.get((r, n, kind), 0) + v

@@ -14,10 +14,12 @@ Point-to-point transfers (``p2p`` rows with a peer among the job's ranks) are jo
 peer and order instead: the k-th send from rank a to b and the k-th recv on b from a; the
 recv's end depends on the send's start as on its own.
 The ranks' clocks are taken as they are in the traces (align them first,
-``ranks/align.py``, where they differ).
+``ranks/align.py``, where they differ). A collective matched on only some of the ranks
+joins those (:func:`_matches`); a rank joined to none is named (``JobGraph.unjoined``).
 
-A what-if changes one event's span by a number of ns and takes the longest path again:
-the step's predicted change (the rest of the timeline kept as it was).
+A what-if scales each chosen event's own time on any path (every stretch of it,
+:func:`with_factors`) and takes the longest path again: the step's predicted change (the
+rest of the timeline kept as it was).
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ from .collectives import collective_table
 COLUMNS = ["rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns"]
 
 
+#: rooted collectives: the others wait for the root, which waits for none of them, so one
+#: of these is joined only with all its ranks (a missing rank may be the root); the rest
+#: (all-reduce, all-gather, reduce-scatter, all-to-all, barrier) give every rank a result
+#: made of every rank's input, so those of its ranks that are matched wait for each other
+#: whichever rank is missing
+ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
+
+
 @dataclass
 class JobGraph:
     """The ranks' graphs as one: graph events are numbered rank after rank (``rank``,
@@ -57,12 +67,25 @@ class JobGraph:
     start_ns: int = 0  # the step's first start over the ranks (on the aligned clock)
     #: the step marks made events (:func:`_step_leads`): each owns one edge, its lead-in
     leads: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: the ranks of a job of two or more joined to no other rank in the step, and why
+    #: (:func:`_unjoined_why`); those in ``left_out`` have no event in the graph
+    unjoined: dict[int, str] = field(default_factory=dict)
+    left_out: list[int] = field(default_factory=list)
+    #: where no rank is joined and some clock is not aligned: each rank's step start (the
+    #: ranks' times are on clocks of their own, so the span is the longest rank's)
+    own_clocks: dict[int, int] | None = None
 
     @property
     def span_ns(self) -> int:
         """The step's wall time with its device work: from its first start on any rank to
-        the last end of the work in the graph (``analyze.critical_path.graph_end``)."""
-        return max(graph_end(self.graph) - self.start_ns, 0)
+        the last end of the work in the graph (``analyze.critical_path.graph_end``); with
+        ``own_clocks``, the longest of the ranks' own."""
+        if self.own_clocks is None:
+            return max(graph_end(self.graph) - self.start_ns, 0)
+        g = self.graph
+        nodes = np.concatenate([g.src, g.dst]) if len(g.src) else np.arange(len(g.time))
+        of = self.rank[nodes >> 1]
+        return max([0] + [int(g.time[nodes[of == r]].max(initial=t0)) - t0 for r, t0 in self.own_clocks.items()])
 
     def event(self, rank: int, row: int) -> int:
         """The graph event of ``row`` of ``rank``'s trace (-1: not in the step's graph)."""
@@ -70,70 +93,154 @@ class JobGraph:
         return int(hit[0]) if len(hit) else -1
 
 
+@dataclass
+class _Part:
+    """One rank's graph of the step and what may join it to the others (events numbered
+    in its own graph)."""
+
+    g: DepGraph
+    first: int  # its step's start (on the aligned clock)
+    prev_end: int  # its end of the step before (int64's least: none)
+    colls: list[tuple[tuple[str, int], int, str, int]]  # (key, reference seq), event, op, group size
+    n_colls: int  # its collectives in the step, matched or not
+    sends: list[tuple[int, int]]  # (peer rank, event)
+    recvs: list[tuple[int, int]]
+
+
+#: what a rank joined to none is in the graph, as the outputs say it
+LEFT_OUT = "left out of the path (its waits in collectives are for ranks it is not joined to)"
+ALONE = "its own graph, alone"
+
+
+def unjoined_text(jg: JobGraph) -> str:
+    """The ranks of ``jg`` joined to no other, why, and whether their graph is in the
+    job's, as one line ("" where every rank is joined): the CLI's note and the export
+    track's ``unjoined`` stat."""
+    return "; ".join(f"rank {r}: {why}, {LEFT_OUT if r in jg.left_out else ALONE}"
+                     for r, why in sorted(jg.unjoined.items()))
+
+
+def _rank_part(t: Trace, r: int, step: int, clock: RankClock | None, ranks: Collection[int]) -> _Part:
+    """Rank ``r``'s graph of the ``step``-th step and its collectives and transfers."""
+    _, starts, ends = step_windows(t)
+    g = build(t, int(starts[step]), int(ends[step]))
+    t0 = np.array([starts[step], ends[step - 1] if step > 0 else starts[step]], np.int64)
+    at = clock.fit.to_host(t0) if clock is not None else t0
+    local = np.full(t.n_events, -1, np.int64)
+    local[g.rows] = np.arange(len(g.rows))
+    ct = collective_table(t)
+    seqs = _reference_seq(clock, ct) if clock is not None else np.asarray(column(ct, "seq"), np.int64)
+    rows = np.asarray(column(ct, "row"), np.int64)
+    ge = np.where(rows >= 0, local[np.maximum(rows, 0)], -1)
+    p2p = np.asarray(column(ct, "p2p"), bool)
+    part = _Part(g, int(at[0]), int(at[1]) if step > 0 else int(np.iinfo(np.int64).min), [],
+                 int(((ge >= 0) & ~p2p).sum()), [], [])
+    for key, seq, e, op, is_p2p, other, group in zip(column(ct, "key").tolist(), seqs.tolist(), ge.tolist(),
+                                                     column(ct, "op").tolist(), p2p.tolist(),
+                                                     np.asarray(column(ct, "peer"), np.int64).tolist(),
+                                                     np.asarray(column(ct, "group_size"), np.int64).tolist()):
+        if e < 0:
+            continue
+        if not is_p2p:
+            if seq >= 0:
+                part.colls.append(((key, int(seq)), e, op, group))
+        elif other in ranks and other != r and op in ("send", "recv"):  # a transfer with its peer
+            (part.sends if op == "send" else part.recvs).append((other, e))
+    return part
+
+
+def _matches(parts: list[_Part], ranks: list[int]
+             ) -> tuple[list[list[tuple[int, int]]], list[tuple[int, int, int, int]]]:
+    """The collectives that join ranks (each a list of (rank position, event)): the k-th
+    of a communicator on two ranks or more (on one rank, in a job of one), once per rank,
+    all its ranks for a rooted one (:data:`ROOTED`: its group's size where known, else
+    the job's); and the transfers (send's rank position and event, recv's): the k-th
+    send from rank a to b with the k-th recv on b from a."""
+    by: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    what: dict[tuple[str, int], tuple[str, int]] = {}
+    for i, p in enumerate(parts):
+        for ks, e, op, group in p.colls:
+            by.setdefault(ks, []).append((i, e))
+            what.setdefault(ks, (op, group))
+    least = 1 if len(ranks) == 1 else 2
+    out = []
+    for ks, m in by.items():
+        op, group = what[ks]
+        whole = len(m) == (group if group > 0 else len(ranks))
+        if len(m) >= least and len({i for i, _ in m}) == len(m) and (whole or op not in ROOTED):
+            out.append(m)
+    pos = {r: i for i, r in enumerate(ranks)}
+    sends: dict[tuple[int, int], list[int]] = {}
+    recvs: dict[tuple[int, int], list[int]] = {}
+    for i, p in enumerate(parts):  # (time order: the collective table's)
+        for other, e in p.sends:
+            sends.setdefault((i, pos[other]), []).append(e)
+        for other, e in p.recvs:
+            recvs.setdefault((pos[other], i), []).append(e)
+    pairs = [(a, s, b, v) for (a, b), snd in sends.items() for s, v in zip(snd, recvs.get((a, b), []))]
+    return out, pairs
+
+
+def _unjoined_why(part: _Part, clock: RankClock | None) -> str:
+    """Why a rank is joined to no other in the step."""
+    if clock is not None and clock.fit.method not in ("reference", "collectives"):
+        said = clock.message.split(":", 1)[0] or clock.fit.method  # (align.py's reason, before its details)
+        return f"its clock was not aligned from collectives ({said}), so none of them is known to match"
+    if not part.n_colls:
+        return "it has no collective in the step"
+    return "none of its collectives in the step matched another rank's"
+
+
 def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] | None = None) -> JobGraph:
     """The joined graph of the ``step``-th step (by position) of every rank; ``clocks``
     (``ranks/align.py``'s, see :func:`align`) put each rank's times on one clock and
     number its collectives as the reference rank does; without them the traces' own
-    clocks and sequence numbers are taken."""
+    clocks and sequence numbers are taken. A collective matched on some of the ranks
+    joins those (:func:`_matches`); a rank joined to none is named in
+    ``JobGraph.unjoined``, and where others are joined it is left out of the graph
+    (``left_out``) if it has a collective in the step (its wait there is for ranks it is
+    not joined to: its own path would hold that wait as its own time) or a clock not
+    aligned from events (its times are on another clock); else it stays, alone."""
     ranks = sorted(traces)
-    parts: list[DepGraph] = []
-    ev_off = [0]
-    matched: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    sends: dict[tuple[int, int], list[int]] = {}  # (from rank, to rank) -> send events in time order
-    recvs: dict[tuple[int, int], list[int]] = {}  # (from rank, to rank) -> recv events in time order
-    first: list[int] = []
-    prev_end: list[int] = []  # each rank's end of its step before (on the aligned clock; none: int64's least)
-    for i, r in enumerate(ranks):
-        t = traces[r]
-        numbers, starts, ends = step_windows(t)
-        g = build(t, int(starts[step]), int(ends[step]))
-        t0 = np.array([starts[step], ends[step - 1] if step > 0 else starts[step]], np.int64)
-        at = clocks[r].fit.to_host(t0) if clocks and r in clocks else t0
-        first.append(int(at[0]))
-        prev_end.append(int(at[1]) if step > 0 else int(np.iinfo(np.int64).min))
-        parts.append(g)
-        ev_off.append(ev_off[-1] + len(g.rows))
-        local = np.full(t.n_events, -1, np.int64)
-        local[g.rows] = np.arange(len(g.rows))
-        ct = collective_table(t)
-        seqs = _reference_seq(clocks[r], ct) if clocks and r in clocks else np.asarray(column(ct, "seq"), np.int64)
-        p2p, peer = np.asarray(column(ct, "p2p"), bool).tolist(), np.asarray(column(ct, "peer"), np.int64).tolist()
-        for key, seq, row, op, is_p2p, other in zip(column(ct, "key").tolist(), seqs.tolist(),
-                                                    np.asarray(column(ct, "row"), np.int64).tolist(),
-                                                    column(ct, "op").tolist(), p2p, peer):
-            ge = int(local[row]) if row >= 0 else -1
-            if ge < 0:
-                continue
-            if not is_p2p:
-                if seq >= 0:
-                    matched.setdefault((key, int(seq)), []).append((i, ge + ev_off[i]))
-            elif other in traces and other != r and op in ("send", "recv"):  # a transfer with its peer
-                (sends if op == "send" else recvs).setdefault((r, other) if op == "send" else (other, r),
-                                                              []).append(ge + ev_off[i])
-    rank = np.concatenate([np.full(len(g.rows), r, np.int64) for r, g in zip(ranks, parts)])
-    rows = np.concatenate([g.rows for g in parts])
-    device = np.concatenate([g.device for g in parts])
+    parts = [_rank_part(traces[r], r, step, clocks.get(r) if clocks else None, traces) for r in ranks]
+    full_local, pairs = _matches(parts, ranks)
+    joined = {i for m in full_local for i, _ in m} | {x for a, _, b, _ in pairs for x in (a, b)}
+    unjoined = {ranks[i]: _unjoined_why(p, clocks.get(ranks[i]) if clocks else None)
+                for i, p in enumerate(parts) if i not in joined} if len(ranks) > 1 else {}
+    out = sorted(i for i, p in enumerate(parts) if i not in joined and len(ranks) > 1 and joined and
+                 (p.n_colls > 0 or not getattr((clocks or {}).get(ranks[i]), "aligned", True)))
+    for i in out:  # (its events and edges none)
+        g = parts[i].g
+        parts[i].g = DepGraph(*(x[:0] for x in g))
+    graphs = [p.g for p in parts]
+    ev_off = np.cumsum([0] + [len(g.rows) for g in graphs]).tolist()
+    first = [p.first for p in parts]
+    job_start = min((first[i] for i in range(len(parts)) if i not in out), default=0)
+    rank = np.concatenate([np.full(len(g.rows), r, np.int64) for r, g in zip(ranks, graphs)])
+    rows = np.concatenate([g.rows for g in graphs])
+    device = np.concatenate([g.device for g in graphs])
     time = np.concatenate([clocks[r].fit.to_host(g.time) if clocks and r in clocks else g.time
-                           for r, g in zip(ranks, parts)])
-    src = np.concatenate([g.src + 2 * ev_off[i] for i, g in enumerate(parts)])
-    dst = np.concatenate([g.dst + 2 * ev_off[i] for i, g in enumerate(parts)])
-    weight = np.concatenate([g.weight for g in parts])
-    etype = np.concatenate([g.etype for g in parts])
-    owner = np.concatenate([np.where(g.owner >= 0, g.owner + ev_off[i], -1) for i, g in enumerate(parts)])
-    full = [m for m in matched.values() if len({i for i, _ in m}) == len(ranks) and len(m) == len(ranks)]
-    joins = _joining_edges(full, sends, recvs, time)
+                           for r, g in zip(ranks, graphs)])
+    src = np.concatenate([g.src + 2 * ev_off[i] for i, g in enumerate(graphs)])
+    dst = np.concatenate([g.dst + 2 * ev_off[i] for i, g in enumerate(graphs)])
+    weight = np.concatenate([g.weight for g in graphs])
+    etype = np.concatenate([g.etype for g in graphs])
+    owner = np.concatenate([np.where(g.owner >= 0, g.owner + ev_off[i], -1) for i, g in enumerate(graphs)])
+    full = [[(i, e + ev_off[i]) for i, e in m] for m in full_local]
+    joins = _joining_edges(full, [(s + ev_off[a], v + ev_off[b]) for a, s, b, v in pairs], time)
     drop = _own_spans(etype, src, dst, owner, [o for *_, o in joins], len(ranks) == 1)
     host_joined = {i for m in full for i, e in m if not device[e]} if len(ranks) > 1 else set()
-    e_off = np.cumsum([0] + [len(g.src) for g in parts])
-    gaps = {i: _host_gaps(parts[i], traces[ranks[i]]) for i in sorted(host_joined)}
+    e_off = np.cumsum([0] + [len(g.src) for g in graphs])
+    gaps = {i: _host_gaps(graphs[i], traces[ranks[i]]) for i in sorted(host_joined)}
     x_rank, x_rows, x_time, x_edges, marks = _step_leads(ranks, full, device, ev_off, time, step,
                                                          [traces[r] for r in ranks], first, len(rows), host_joined,
-                                                         {i for i, (e, _) in gaps.items() if len(e)}, prev_end)
+                                                         {i for i, (e, _) in gaps.items() if len(e)},
+                                                         [p.prev_end for p in parts], job_start)
     for i, mark in marks.items():  # the host time between a joined rank's ops, its step mark's
         e, w = gaps.get(i, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         weight[e + e_off[i]], owner[e + e_off[i]] = w, mark
     for i in sorted(host_joined):  # a host op that waits for a joined collective: the collective's end
-        e, w, waits = _host_waits(parts[i], traces[ranks[i]])
+        e, w, waits = _host_waits(graphs[i], traces[ranks[i]])
         weight[e + e_off[i]] = w
         x_edges += [(a + 2 * ev_off[i], b + 2 * ev_off[i], ww, o + ev_off[i]) for a, b, ww, o in waits]
     if x_rows:
@@ -143,29 +250,31 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
         time = np.concatenate([time, np.array(x_time, np.int64)])
     keep = ~drop
     x = np.array(joins + x_edges, np.int64).reshape(-1, 4)  # (source node, destination node, weight, owner)
-    joined = DepGraph(rows, device, time, np.concatenate([src[keep], x[:, 0]]), np.concatenate([dst[keep], x[:, 1]]),
-                      np.concatenate([weight[keep], x[:, 2]]), np.concatenate([etype[keep], np.full(len(x), SYNC, np.int8)]),
-                      np.concatenate([owner[keep], x[:, 3]]))
-    return JobGraph(joined, rank, ranks, [traces[r] for r in ranks], len(full), min(first, default=0),
-                    np.arange(len(x_rows), dtype=np.int64) + len(rows) - len(x_rows))
+    joined_g = DepGraph(rows, device, time, np.concatenate([src[keep], x[:, 0]]),
+                        np.concatenate([dst[keep], x[:, 1]]), np.concatenate([weight[keep], x[:, 2]]),
+                        np.concatenate([etype[keep], np.full(len(x), SYNC, np.int8)]),
+                        np.concatenate([owner[keep], x[:, 3]]))
+    mixed = len(ranks) > 1 and not joined and any(not c.aligned for c in (clocks or {}).values())
+    return JobGraph(joined_g, rank, ranks, [traces[r] for r in ranks], len(full), job_start,
+                    np.arange(len(x_rows), dtype=np.int64) + len(rows) - len(x_rows), unjoined,
+                    [ranks[i] for i in out], dict(zip(ranks, first)) if mixed else None)
 
 
-def _joining_edges(full: list[list[tuple[int, int]]], sends: dict[tuple[int, int], list[int]],
-                   recvs: dict[tuple[int, int], list[int]], time: np.ndarray) -> list[tuple[int, int, int, int]]:
+def _joining_edges(full: list[list[tuple[int, int]]], pairs: list[tuple[int, int]],
+                   time: np.ndarray) -> list[tuple[int, int, int, int]]:
     """The edges (source node, destination node, weight, owner) that join the ranks: each
     matched collective's (``full``: its events, one per rank) from every rank's start to
-    each rank's end, weighing the end less the last arrival's start; the k-th send from
-    rank a to b and the k-th recv on b from a: the recv's end depends on the send's start
+    each rank's end, weighing the end less the last arrival's start; each transfer
+    (``pairs``: its send's event, its recv's): the recv's end depends on the send's start
     as on its own."""
     out: list[tuple[int, int, int, int]] = []
     for m in full:
         evs = [e for _, e in m]
         last = max(int(time[2 * e]) for e in evs)
         out += [(2 * s, 2 * e + 1, max(int(time[2 * e + 1]) - last, 0), e) for s in evs for e in evs]
-    for pair, snd in sends.items():
-        for a_ev, b_ev in zip(snd, recvs.get(pair, [])):
-            last = max(int(time[2 * a_ev]), int(time[2 * b_ev]))
-            out += [(s, 2 * b_ev + 1, max(int(time[2 * b_ev + 1]) - last, 0), b_ev) for s in (2 * a_ev, 2 * b_ev)]
+    for a_ev, b_ev in pairs:
+        last = max(int(time[2 * a_ev]), int(time[2 * b_ev]))
+        out += [(s, 2 * b_ev + 1, max(int(time[2 * b_ev + 1]) - last, 0), b_ev) for s in (2 * a_ev, 2 * b_ev)]
     return out
 
 
@@ -268,7 +377,8 @@ def _host_gaps(g: DepGraph, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.ndarray, ev_off: list[int],
                 time: np.ndarray, step: int, traces: list[Trace], first: list[int], n_rows: int,
-                host_joined: Collection[int], gaps: Collection[int] = (), prev_end: list[int] | None = None
+                host_joined: Collection[int], gaps: Collection[int] = (), prev_end: list[int] | None = None,
+                job_start: int | None = None
                 ) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int, int]], dict[int, int]]:
     """A rank's arrival at a collective waits for its host to reach the call, and the
     graph's weights leave out the time before the rank's first call (no node before
@@ -291,14 +401,16 @@ def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.
     157.7 ms from step 4's start to step 5's end), and a what-if on step 5's mark took
     it away too.
 
-    ``host_joined``: the ranks joined through a CPU backend's collective. A rank in
+    ``job_start``: the job's step start (default: the first of ``first``; a rank left out
+    of the graph has none). ``host_joined``: the ranks joined through a CPU backend's
+    collective. A rank in
     ``gaps`` (host time between its ops weighs: :func:`_host_gaps`) gets its step mark
     even without a lead-in, to own that time.
 
     Returns the new events' ranks, rows (the step marks) and node times, their edges
     (source node, destination node, weight, owner event), and per rank (its position)
     its step mark's event."""
-    job_start = min(first, default=0)
+    job_start = min(first, default=0) if job_start is None else job_start
     lead = sorted({i for m in full if len(ranks) > 1 for i, _ in m})
     x_rank: list[int] = []
     x_rows: list[int] = []
@@ -352,23 +464,28 @@ def path_table(jg: JobGraph, p: LongestPath) -> Table:
 
 def what_if(jg: JobGraph, rank: int, row: int, delta_ns: int) -> int:
     """The step's predicted change (ns) if ``row`` of ``rank``'s trace took ``delta_ns``
-    longer (negative: shorter), from the joined graph's longest path."""
+    longer (negative: shorter), from the joined graph's longest path: longer, its end
+    that much later (:func:`with_deltas`); shorter, its own time on any path (all of its
+    stretches, :func:`with_factors`) scaled as its duration would be, by
+    ``(duration + delta_ns) / duration`` (so a section of 90 ms, 80 of them its own time
+    outside its ops, taken down by 90 ms loses those 80 ms; its ops keep theirs)."""
     e = jg.event(rank, row)
     if e < 0:
         return 0
-    return with_deltas(jg, np.array([e], np.int64), np.array([delta_ns], np.int64))
+    if delta_ns >= 0:
+        return with_deltas(jg, np.array([e], np.int64), np.array([delta_ns], np.int64))
+    dur = int(jg.traces[jg.ranks.index(rank)].events["dur_ns"][row])
+    factor = max(dur + delta_ns, 0) / dur if dur > 0 else 1.0
+    return with_factors(jg, np.array([e], np.int64), np.array([factor]))
 
 
-def with_deltas(jg: JobGraph, events: np.ndarray, deltas: np.ndarray,
-                marks: np.ndarray | None = None, factor: float = 1.0) -> int:
-    """The step's predicted change (ns) if each graph event of ``events`` took its
-    ``deltas`` longer: the edges into each event's end that carry its span (one on any
-    path: the last stretch of an op, a kernel's span, a collective's end) change by it;
-    a step mark's (``JobGraph.leads``), its lead-in edge. ``marks``: step marks whose
-    every edge (the lead-in and the host time between the rank's ops,
-    :func:`_host_gaps`) takes ``factor`` times its weight."""
+def with_deltas(jg: JobGraph, events: np.ndarray, deltas: np.ndarray) -> int:
+    """The step's predicted change (ns) if each graph event of ``events`` ended its
+    ``deltas`` later (made longer at its end: the edges into its end node that carry its
+    time change by it, none below 0). For an event made shorter or scaled, all of whose
+    own time changes, :func:`with_factors`."""
     g = jg.graph
-    if not len(events) and (marks is None or not len(marks)):
+    if not len(events):
         return 0
     base = longest_path(g).length
     by_event = np.zeros(len(g.rows), np.int64)
@@ -378,9 +495,34 @@ def with_deltas(jg: JobGraph, events: np.ndarray, deltas: np.ndarray,
     span |= _lead_edges(jg)
     w = g.weight.copy()
     w[span] = np.maximum(w[span] + by_event[own[span]], 0)
-    if marks is not None and len(marks):
-        scaled = (g.owner >= 0) & np.isin(g.owner, marks)
-        w[scaled] = np.maximum(np.round(g.weight[scaled] * factor), 0).astype(np.int64)
+    changed = DepGraph(g.rows, g.device, g.time, g.src, g.dst, w, g.etype, g.owner)
+    return longest_path(changed).length - base
+
+
+def with_factors(jg: JobGraph, events: np.ndarray, factors: np.ndarray | float) -> int:
+    """The step's predicted change (ns) if each graph event of ``events`` took its
+    ``factors`` times as long: every edge whose time the path gives to the event
+    (``analyze.critical_path.path_owner``: all of its own time, each stretch of it before,
+    between and after its children, a section's idle time on the work it waited for, a
+    joined collective's stretch after the last arrival, a step mark's lead-in and the
+    host time between its rank's ops) takes that many times its weight; its children
+    keep theirs (each scaled only where it is among ``events`` too). So a what-if scales
+    what the path's table says an event holds: before, only the edges into an event's
+    end changed, by its whole duration's share, and a ``load`` section 80.5 ms on the
+    path, sleeping before its one op, predicted -19.1 us (its stretch after that op)."""
+    g = jg.graph
+    if not len(events):
+        return 0
+    by_event = np.ones(len(g.rows), np.float64)
+    by_event[events] = factors
+    own = path_owner(g, np.arange(len(g.src)))
+    scaled = own >= 0
+    scaled[scaled] = by_event[own[scaled]] != 1.0
+    if not scaled.any():
+        return 0
+    base = longest_path(g).length
+    w = g.weight.copy()
+    w[scaled] = np.maximum(np.round(g.weight[scaled] * by_event[own[scaled]]), 0).astype(np.int64)
     changed = DepGraph(g.rows, g.device, g.time, g.src, g.dst, w, g.etype, g.owner)
     return longest_path(changed).length - base
 
@@ -396,14 +538,15 @@ def _lead_edges(jg: JobGraph) -> np.ndarray:
 
 
 def what_if_op(jg: JobGraph, rank: int, pattern: str, factor: float) -> tuple[int, int]:
-    """(the step's predicted change in ns, events changed) if every op, call or device
-    activity of ``rank`` in the step whose name holds ``pattern`` (case-insensitive) took
-    ``factor`` times as long (0.8: 20% faster). A step mark on the path (kind ``step``:
-    the time from the job's step start to the rank's first call, :func:`_step_leads`, and
-    for a rank joined through a CPU collective the host time between its ops,
-    :func:`_host_gaps`) is that time, not the step: ``1:step 3:0`` asks what if rank 1
-    reached its first call of step 3 at the job's step start and lost no time between
-    its ops."""
+    """(the step's predicted change in ns, events changed) if every op, call, section or
+    device activity of ``rank`` in the step whose name holds ``pattern``
+    (case-insensitive) took ``factor`` times as long (0.8: 20% faster): each one's own
+    time on any path scaled (:func:`with_factors`), as the path's table counts it. A step
+    mark on the path (kind ``step``: the time from the job's step start to the rank's
+    first call, :func:`_step_leads`, and for a rank joined through a CPU collective the
+    host time between its ops, :func:`_host_gaps`) is that time, not the step: ``1:step
+    3:0`` asks what if rank 1 reached its first call of step 3 at the job's step start
+    and lost no time between its ops."""
     g = jg.graph
     mine = np.flatnonzero(jg.rank == rank)
     if not len(mine):
@@ -412,10 +555,7 @@ def what_if_op(jg: JobGraph, rank: int, pattern: str, factor: float) -> tuple[in
     want = pattern.lower()
     hit = np.fromiter((want in s.lower() for s in t.strings), bool, len(t.strings))
     ev = mine[hit[np.asarray(t.events["name"], np.int64)[g.rows[mine]]]]
-    dur = np.asarray(t.events["dur_ns"], np.int64)[g.rows[ev]]
-    mark = np.isin(ev, jg.leads)  # a step mark: its lead-in and the host time between ops, scaled
-    delta = np.round(dur[~mark] * (factor - 1.0)).astype(np.int64)
-    return with_deltas(jg, ev[~mark], delta, ev[mark], factor), len(ev)
+    return with_factors(jg, ev, factor), len(ev)
 
 
 JOB_COLUMNS = ["step", "rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns", "path_ns", "span_ns"]

@@ -12,7 +12,10 @@ A slice is a path edge with weight: it ends at the edge's end on the aligned clo
 the edge's weight (a collective's stretch runs from the last rank's arrival to the end), so
 a step's slices sum to its path length. Named as in ``analyze/critical_path_track.py``
 (the event it belongs to, an XLA op as ``module/op``, else "launch delay", "kernel gap",
-"wait"), with the stats ``step`` (the first rank's step number, as the one-rank track), ``rank`` (of the event, or of the edge's end), ``edge`` and ``on`` (the track).
+"wait"), with the stats ``step`` (the first rank's step number, as the one-rank track), ``rank`` (of the event, or of the edge's end), ``edge`` and ``on`` (the track),
+and where a step joined some rank to no other (``JobGraph.unjoined``), ``unjoined`` on
+every slice: which ranks, why, and whether they are in the graph
+(``critical_path.unjoined_text``; "" in the steps that joined every rank).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from .align import RankClock
-from .critical_path import job_graph, n_steps
+from .critical_path import job_graph, n_steps, unjoined_text
 from ..trace.sorting import unique
 
 #: the name of the plane (a process in Perfetto and Chrome JSON) that holds the track
@@ -67,13 +70,16 @@ def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
             on[m] = np.array([tr.name for tr in t.tracks], dtype=object)[t.events["track"][rows]]
         end, w = g.time[g.dst[e]], g.weight[e]
         parts.append((end - w, w, label, np.full(len(e), numbers[k], np.int64), rank,
-                      np.array(EDGE_TYPES, dtype=object)[g.etype[e]], on))
+                      np.array(EDGE_TYPES, dtype=object)[g.etype[e]], on, np.full(len(e), unjoined_text(jg), object)))
     if not parts or not sum(len(x[0]) for x in parts):
         return merged
-    start, dur, label, step, rank, etype, on = (np.concatenate([x[i] for x in parts]) for i in range(7))
+    start, dur, label, step, rank, etype, on, unjoined = (np.concatenate([x[i] for x in parts]) for i in range(8))
     b = TraceBuilder(metadata={})
     pid = b.plane(PROCESS, host.kind, host.vendor, host.index, 0, {}, source=host.source)
-    add_path_tracks(b, pid, label, start, dur, {"step": step, "rank": rank, "edge": etype, "on": on})
+    stats = {"step": step, "rank": rank, "edge": etype, "on": on}
+    if any(unjoined):  # (only where some step joined a rank to none)
+        stats["unjoined"] = unjoined
+    add_path_tracks(b, pid, label, start, dur, stats)
     lines = b.build()
     lines.metadata[mkeys.DERIVED] = merged.metadata.get(mkeys.DERIVED, False)
     return merged.extend(lines)
