@@ -15,7 +15,11 @@ nothing (no session was there to record it) and is not among them.
 
 from __future__ import annotations
 
+import logging
+
 from . import pysection, recorder as rec_mod
+
+log = logging.getLogger("polyprof")
 
 #: the stat that marks a section cut at the session's stop
 OPEN_AT_STOP = "open_at_stop"
@@ -23,13 +27,22 @@ OPEN_AT_STOP = "open_at_stop"
 
 def open_sections(rec: rec_mod.Recorder) -> list[tuple[str, int, dict[str, object] | None, int]]:
     """(name, start_ns, stats or None, thread ident) of each opening not yet closed that
-    records into ``rec``."""
+    records into ``rec``.
+
+    May run while other threads open and close sections (a capture's stop, on the
+    server's thread). The compiled type's list is walked in C under the GIL: each
+    object's fields are read together. A Python object's slot is read ``_app`` first:
+    ``__enter__`` stores ``_tid`` and ``_t0`` before ``_app``, with no call between
+    (pysection.py), so a taken slot has this opening's start, never the previous one's."""
     out: list[tuple[str, int, dict[str, object] | None, int]] = []
     fast = rec_mod._fast
-    if fast is not None and hasattr(fast, "open_sections"):  # an extension built before may lack it
-        out.extend(fast.open_sections(rec.sections))
+    if fast is not None:
+        if hasattr(fast, "open_sections"):
+            out.extend(fast.open_sections(rec.sections))
+        else:
+            _old_extension()
     app = rec.sections.append
-    for ref in pysection.open_objects.valuerefs():  # one list made in C: other threads may open or close
+    for ref in list(pysection.open_objects):  # one list made in C: other threads may open or close
         sec = ref()
         if sec is None:
             continue
@@ -40,6 +53,20 @@ def open_sections(rec: rec_mod.Recorder) -> list[tuple[str, int, dict[str, objec
             ident = key[0] if isinstance(key, tuple) else key
             out.extend((sec.name, t0, sec.stats or None, ident) for t0, a in list(stack) if a == app)
     return out
+
+
+_told_old = False
+
+
+def _old_extension() -> None:
+    """Say once that the compiled sections open at a stop are not listed: the extension
+    was built by an older polyprof, without ``open_sections``."""
+    global _told_old
+    if not _told_old:
+        _told_old = True
+        log.warning("the compiled section extension (collect/_fastsection) was built by an older polyprof and "
+                    "cannot list its open sections: those open at a capture's stop are not recorded; rebuild it "
+                    "(python setup.py build_ext --inplace, or pip install again)")
 
 
 def cut_at(rec: rec_mod.Recorder, stop_ns: int) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import weakref
+from weakref import ref as _weakref
 from collections.abc import AsyncGenerator, Generator
 from threading import get_ident as _get_ident
 from time import perf_counter_ns as _now
@@ -25,13 +26,23 @@ F = TypeVar("F", bound=Callable[..., object])
 _recorder: "Recorder | None" = None  # the active recorder (recorder.activate)
 _append: Callable[[tuple], None] | None = None  # the active recorder's sections.append
 _listeners: list[Callable[[str, bool], None]] | None = None  # the active recorder's listeners
-#: id -> PySection with an opening not yet closed (its slot taken, or one on its stacks of
-#: further openings): collect/opened.py. Weak, as the compiled type's list (borrowed): an
-#: object dropped while open (begin() and no end()) is not kept, nor its session's sections.
-open_objects: "weakref.WeakValueDictionary[int, PySection]" = weakref.WeakValueDictionary()
+#: The PySection objects with an opening not yet closed (its slot taken, or one on its
+#: stacks of further openings), collect/opened.py: the keys, each object's own weak
+#: reference (``_ref``, made at its first opening). Weak, as the compiled type's list
+#: (borrowed): an object dropped while open (begin() and no end()) is not kept, nor its
+#: session's sections; its reference's callback takes it off. A plain dict: adding and
+#: removing are one C call each, where a WeakValueDictionary ran Python code (a
+#: ``KeyedRef`` made per opening), 0.6 µs of the section's 2.1 (docs/capture.md).
+open_objects: "dict[weakref.ref[PySection], None]" = {}
 #: the crash journal's growth hook (``recorder.set_growth``) and the sections' count to call it at
 _grow: Callable[[], int] | None = None
 _grow_at = sys.maxsize
+
+
+def _gone(ref: "weakref.ref[PySection]", _pop: Callable[..., object] = open_objects.pop) -> None:
+    """An object dropped while open: off :data:`open_objects` (its reference was hashed
+    when it was added, so a dead one is still found, by identity)."""
+    _pop(ref, None)
 
 
 def activate(rec: "Recorder | None") -> None:
@@ -96,13 +107,14 @@ class PySection:
     close an opening made on another thread.
     """
 
-    __slots__ = ("name", "stats", "_app", "_t0", "_tid", "_more", "__weakref__")
+    __slots__ = ("name", "stats", "_app", "_t0", "_tid", "_more", "_ref", "__weakref__")
 
     def __init__(self, name: str, **stats: object) -> None:
         self.name = name
         self.stats = stats
         self._app: Callable[[tuple], None] | None = None  # the slot is free when None
         self._more: dict[int | tuple[int, int], list[tuple[int, Callable[[tuple], None]]]] | None = None
+        self._ref: weakref.ref[PySection] | None = None  # its key in open_objects, made at its first opening
 
     def __enter__(self) -> "PySection":
         app = _append
@@ -110,34 +122,37 @@ class PySection:
             if _listeners:
                 self._notify(True)
             tid = _get_ident()
+            ref = self._ref
+            if ref is None:
+                ref = self._ref = _weakref(self, _gone)
+            t0 = _now()
             # No call between the test and the stores, so no other thread runs between
             # them (CPython >= 3.11 switches threads only at calls and backward jumps; on
             # 3.10 two threads would have to enter one free object within two bytecodes).
+            # _app last: a reader that sees it taken (collect/opened.py, on the thread
+            # that stops a capture) sees this opening's _tid and _t0, not the previous one's.
             if self._app is None:
-                self._app = app
                 self._tid = tid
-                self._t0 = _now()
-                open_objects[id(self)] = self  # open now (collect/opened.py)
+                self._t0 = t0
+                self._app = app
             else:
                 if self._more is None:
                     self._more = {}
-                stack = self._more.setdefault(task_key(tid), [])
-                stack.append((_now(), app))
-                open_objects[id(self)] = self  # open while this opening is, even once the slot closes
+                self._more.setdefault(task_key(tid), []).append((t0, app))
+            open_objects[ref] = None  # after the opening is in place: open now (collect/opened.py)
         return self
 
     def __exit__(self, et: object, ev: object, tb: object) -> None:
-        app = self._app
-        if app is not None and not self._more:  # fast path: the object's only opening
+        if self._app is not None and not self._more:  # fast path: the object's only opening
             t1 = _now()
             tid = _get_ident()
-            if self._tid == tid:  # else opened on another thread: not ours to close
+            app = self._app  # again, after the calls: another thread's end() may have closed it
+            if app is not None and self._tid == tid:  # else opened on another thread: not ours to close
                 t0 = self._t0
-                open_objects.pop(id(self), None)  # before the slot is free: a new opening registers after
-                self._app = None
-                if self._more:  # pushed by another thread while the pop ran (a Python call)
-                    open_objects[id(self)] = self
-                app((self.name, t0, t1, self.stats or None, tid))
+                self._app = None  # free the slot: no call since reading it
+                app((self.name, t0, t1, self.stats or None, tid))  # recorded before it leaves the open list
+                if self._app is None and not self._more:  # else reopened meanwhile (a call ran)
+                    open_objects.pop(self._ref, None)  # type: ignore[arg-type]  # set at the opening
                 # self._recorded(), inlined: the common path makes no further call
                 if _grow is not None and _recorder is not None and len(_recorder.sections) >= _grow_at:
                     _grown()
@@ -169,9 +184,8 @@ class PySection:
                 t0, app = stack.pop()
                 if not stack:
                     del more[key]  # only this thread adds or removes its key
-                if self._app is None and not more:
-                    self._unregister()
                 app((self.name, t0, t1, self.stats or None, tid))
+                self._unlist()
                 self._recorded()
                 return
         held = self._app
@@ -179,17 +193,17 @@ class PySection:
             return  # not opened on this thread (e.g. entered before the session began)
         t0, otid = self._t0, self._tid
         self._app = None  # take the slot: no call since reading it
-        if not self._more:  # else openings on its stacks are still open
-            self._unregister()
         held((self.name, t0, t1, self.stats or None, otid))
+        self._unlist()
         self._recorded()
 
-    def _unregister(self) -> None:
-        """Off :data:`open_objects`, its last opening closed; back on if another thread
-        opened it while the pop ran (a Python call: threads may switch inside)."""
-        open_objects.pop(id(self), None)
-        if self._app is not None or self._more:
-            open_objects[id(self)] = self
+    def _unlist(self) -> None:
+        """Off :data:`open_objects` once no opening is left, after its record is
+        appended: the test and the removal with no call between, so an opening made
+        by another thread meanwhile (it adds the object after its opening is in
+        place) keeps it on."""
+        if self._app is None and not self._more:
+            open_objects.pop(self._ref, None)  # type: ignore[arg-type]  # set at the opening
 
     def _recorded(self) -> None:
         """After a section is appended: the growth hook's look (as the compiled

@@ -113,8 +113,8 @@ class HostPlugin(Plugin):
     dropped and counted, the session's ``--max-events``);
     ``keep_open_sections`` (default False: a session that stops at the program's end
     records only the sections that closed; a capture's server sets it, the program running
-    on: the sections open at the stop are recorded cut there, with the stat
-    ``open_at_stop``, collect/opened.py);
+    on: the sections open at the stop, and those that close while it stops, are recorded
+    cut there, with the stat ``open_at_stop``, collect/opened.py and :func:`cut_late`);
     ``journal_interval_s`` (default 0.5: what was recorded waits at most that long
     before its batch is built and written, so a kill loses at most the last second;
     0 disables the crash journal, which is kept only when the session writes an output
@@ -171,7 +171,9 @@ class HostPlugin(Plugin):
         self.recorder.snapshot_threads()
         if rec_mod.active_recorder() is self.recorder:
             rec_mod.activate(None)
-        if self.options.get("keep_open_sections"):  # a capture's stop: the program runs on (collect/opened.py)
+        # a capture's stop: the program runs on (collect/opened.py); those that close from
+        # stop_ns to here are neither kept nor cut: records() cuts them (cut_late)
+        if self.options.get("keep_open_sections"):
             cut = opened.cut_at(self.recorder, self.stop_ns)
             if cut:
                 log.info("plugin host: %d section(s) open at the stop, recorded cut there (stat open_at_stop)", cut)
@@ -192,7 +194,8 @@ class HostPlugin(Plugin):
                               "(a kill then would have lost that much host data)")
 
     def _collect(self) -> Trace:
-        trace = hosttrace.build(records(self.recorder, self.start_ns, self.stop_ns, self.sampler))
+        trace = hosttrace.build(records(self.recorder, self.start_ns, self.stop_ns, self.sampler,
+                                        cut_open=bool(self.options.get("keep_open_sections"))))
         return trace if self.nvtx is None else self._with_nvtx(trace, self.nvtx)
 
     def _with_nvtx(self, trace: Trace, nvtx: NvtxRecorder) -> Trace:
@@ -228,10 +231,12 @@ class HostPlugin(Plugin):
 
 
 def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler | None,
-            since_ns: int | None = None) -> hosttrace.HostRecords:
+            since_ns: int | None = None, cut_open: bool = False) -> hosttrace.HostRecords:
     """The recorder's tuples and per-thread arrays as columns (only what began at or
     after ``since_ns`` when given: a nested session's window). Records are by thread key
-    (``Recorder.threads``): one track per thread, even where two threads had one ident."""
+    (``Recorder.threads``): one track per thread, even where two threads had one ident.
+    ``cut_open`` (``keep_open_sections``): the sections begun by ``stop_ns`` that closed
+    after it are kept, cut there (:func:`cut_late`), else dropped."""
     lo = since_ns if since_ns is not None else -(1 << 62)
     secs = list(r.sections)  # a copy: threads may append
     # step 0 from the session's start, or where a detected first step's work began (collect/steps.py)
@@ -240,6 +245,8 @@ def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler 
     if secs:
         cols = hosttrace.section_columns(secs)
         keep = (cols[2] <= stop_ns) & (cols[1] >= lo)
+        if cut_open:
+            keep |= cut_late(cols, stop_ns) & (cols[1] >= lo)
         if not keep.all():
             cols = tuple(c[keep] for c in cols)
         h.sec_names, h.sec_start, h.sec_end, h.sec_stats, idents = cols
@@ -274,3 +281,27 @@ def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler 
         h.proc_rss = np.asarray(sampler.rss[i0:n], np.float64)
         h.proc_threads = np.asarray(sampler.threads[i0:n], np.float64)
     return h
+
+
+def cut_late(cols: tuple[np.ndarray, ...], stop_ns: int) -> np.ndarray:
+    """The sections of ``cols`` (``hostrecords.section_columns``) begun by ``stop_ns`` that
+    closed after it, cut at ``stop_ns`` in place with the stat ``open_at_stop``, as
+    ``opened.cut_at`` records those open at the stop; a mask of them. Each opening that
+    ``cut_at`` recorded already (it closed later, as the program ran on) is left out, by
+    (thread, start, name). Without this, one that closed between the stop's ``stop_ns``
+    and its ``cut_at`` (on another thread, or inside the stop: the threads' snapshot
+    runs between) was in neither: too late to be kept, no longer open to be cut."""
+    names, start, end, stats, idents = cols
+    out = np.zeros(len(end), bool)
+    late = np.flatnonzero((end > stop_ns) & (start <= stop_ns))
+    if not len(late):
+        return out
+    at = np.flatnonzero(end == stop_ns)  # those cut_at recorded are among these (few)
+    cut = {(i, t, n) for i, t, n, st in zip(idents[at].tolist(), start[at].tolist(), names[at].tolist(), stats[at])
+           if st and st.get(opened.OPEN_AT_STOP)}
+    for row, key in zip(late.tolist(), zip(idents[late].tolist(), start[late].tolist(), names[late].tolist())):
+        if key not in cut:
+            end[row] = stop_ns
+            stats[row] = {**(stats[row] or {}), opened.OPEN_AT_STOP: True}
+            out[row] = True
+    return out
