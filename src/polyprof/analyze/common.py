@@ -80,16 +80,22 @@ def analysed_stretches(trace: Trace, window: Any = None) -> tuple[np.ndarray, np
     cycles; ``Selection.stretches``), each stretch from its first step's start to the
     later of its last step's end and the end of the device work launched in it (short of
     the next stretch), the last one ending at the span's end. What is between them was
-    not recorded: the time-share analyses leave it out."""
+    not recorded: the time-share analyses leave it out. Under ``--span device`` each
+    stretch runs from the first to the last device activity counted in it (HTA's
+    convention, stretch by stretch); a stretch without any is left out."""
     return cache.memo(view(trace, window), "analysed_stretches", _stretches)
 
 
 def _stretches(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     t0, t1 = analysed_span(trace)
     sel = selection(trace)
-    if sel is None or sel.stretches is None or sel.span == "device":
+    if sel is None or sel.stretches is None:
         return np.array([t0], np.int64), np.array([t1], np.int64)
     s, e = sel.stretches[:, 0].copy(), sel.stretches[:, 1].copy()
+    if sel.span == "device":
+        got = _device_stretches(trace, s)
+        if got is not None:
+            return got
     if not sel.timed:  # each stretch to the end of the device work launched in it
         ev = trace.events
         corr = cache.correlation(trace)
@@ -102,6 +108,33 @@ def _stretches(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         e = np.maximum(e, np.minimum(reach, np.r_[s[1:], t1]))
     s[0], e[-1] = max(s[0], t0), t1
     return s, e
+
+
+def _device_stretches(trace: Trace, s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The recorded stretches (their starts ``s``) under ``--span device``: each from the
+    first to the last device activity counted in it (by its launch's start, as
+    ``window.device_mask`` counts it; in a time window by its own), each rounded as the
+    window asks, short of the next stretch's first; those without any left out. None
+    where no device activity is counted."""
+    ev = trace.events
+    corr = cache.correlation(trace)
+    d = corr.device_rows
+    start = ev["start_ns"][d]
+    counted = device_mask(trace, corr.launch, start)
+    if not counted.any():
+        return None
+    sel = selection(trace)
+    at = start if sel is not None and sel.timed else np.where(
+        corr.launch >= 0, ev["start_ns"][np.maximum(corr.launch, 0)], start)
+    ds, de = round_like_hta(trace, start[counted], start[counted] + ev["dur_ns"][d][counted])
+    pos = np.searchsorted(s, at[counted], side="right") - 1  # (counted: inside a stretch)
+    first = np.full(len(s), np.iinfo(np.int64).max)
+    last = np.full(len(s), np.iinfo(np.int64).min)
+    np.minimum.at(first, pos, ds.astype(np.int64))
+    np.maximum.at(last, pos, de.astype(np.int64))
+    has = last >= first
+    first, last = first[has], last[has]
+    return first, np.maximum(np.minimum(last, np.r_[first[1:], last[-1]]), first)
 
 
 def in_stretches(trace: Trace, t: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from ..trace.core import Trace
 from ..trace.sorting import member, unique
 from .flops import COUNTER_FLOPS
 from .frames import frame
-from .window import OPEN_START, WindowArg, selection, view
+from .window import OPEN_START, WindowArg, inside, selection, view
 
 if TYPE_CHECKING:
     from .table import Table
@@ -148,7 +148,7 @@ def cupti_counters(trace: Trace, window: WindowArg = None) -> Table:
     if sel is not None and sel.restricted and len(rows):
         # a range paired with no launch: in a window with an open start (every step), kept
         ls = np.where(launch >= 0, ev["start_ns"][np.maximum(launch, 0)], sel.lo if sel.lo <= OPEN_START else sel.lo - 1)
-        keep = (ls >= sel.lo) & (ls < sel.hi)
+        keep = inside(sel, ls)  # (not between a schedule's stretches)
         rows, launch = rows[keep], launch[keep]
     has = launch >= 0
     stacks = op_stacks(trace, launch[has])

@@ -16,7 +16,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .common import counted_kernel_rows, module_codes
 from .diff_nesting import NestPairs, nest_pairs, table_events
-from .window import AUTO, WindowArg, label, selection, view
+from .window import AUTO, WindowArg, label, selection, view, within_ns
 
 
 def is_job(run: Any) -> bool:
@@ -122,7 +122,8 @@ def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
             np.bincount(pinv, minlength=len(pair)).astype(np.int64), mod_of)
     t0, t1 = (int(trace.span_ns[0]), int(trace.span_ns[1])) if trace.n_events else (0, 0)
     sel = selection(trace)  # the analysed window's time, as its totals: not a warm-up step left out
-    span = min(sel.hi, t1) - max(sel.lo, t0) if sel is not None else t1 - t0
+    # (less what is between a schedule's stretches: not recorded)
+    span = within_ns(sel, t0, t1) if sel is not None else t1 - t0
     return TraceSums(_rank(trace), len(trace.sources), trace.n_events,
                      (steps.end - steps.start).astype(np.int64), tables, label(trace, window), int(span),
                      nest_pairs(events))

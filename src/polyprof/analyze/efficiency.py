@@ -21,7 +21,7 @@ from ..trace.core import Trace
 from ..trace.sorting import find, member, row_of_key, union, unique, unique_inverse, unique_rows
 from ..trace import keys
 from . import graph_costs
-from .common import analysed_span, op_durations, qualified_names, ran_on_device
+from .common import op_durations, qualified_names, ran_on_device, stretches_ns
 from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
 from .frames import column, empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
@@ -334,6 +334,16 @@ def _in_window(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.ndar
     return keep
 
 
+def _model_in_window(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Which of :func:`model_rows`' ``rows`` a view without steps counts, as the tables
+    that count host events and device activity do (:func:`_in_window`: a framework op by
+    its start, a device op by its launch): a time window's, those that start in it (the
+    recording keeps what overlaps it); all of them for a trace analysed whole."""
+    if selection(trace) is None or not len(rows):
+        return np.ones(len(rows), bool)
+    return _in_window(trace, rows, ~member(rows, trace.rows_of_kind(Kind.CPU_OP)))
+
+
 def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, flops, precision) of the model's FLOPs, each counted once: the ops with a
     FLOP figure not nested in another such op on the same thread (``aten::linear``, not
@@ -412,7 +422,7 @@ def model_precisions(trace: Trace, fallback: bool = True) -> dict[str, float]:
     (each without ``fallback``) and the XProf export choose the precision by
     (:func:`main_precision`)."""
     rows, flops, prec = model_rows(trace)
-    counted = _step_of(trace, rows) >= 0 if len(cache.steps(trace)) else None
+    counted = _step_of(trace, rows) >= 0 if len(cache.steps(trace)) else _model_in_window(trace, rows)
     return flops_by_precision(flops, prec, counted, fallback)
 
 
@@ -436,7 +446,9 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
 
     Columns: ``step`` (-1: the whole trace, first), ``flops``, ``time_ns`` (the step's
     time, :func:`step_times`; overall: the steps' times summed, or without steps the
-    analysed span: the trace's, or its device activity's with ``--span device``),
+    analysed stretches' time, ``common.stretches_ns``: the trace's span, its device
+    activity's with ``--span device``, a time window's recorded time, with the FLOPs of
+    the model ops that start in it),
     ``flops_per_s`` (achieved), ``precision`` (assumed: ``precision`` if given, else the
     one most of the FLOPs it counts were in: :func:`main_precision`), ``devices`` (device planes with activity, at least 1),
     ``peak_flops_per_s`` (per device), ``mfu_pct`` (NaN without a peak: a CPU run, an
@@ -458,7 +470,8 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
     if not len(rows):  # only replays whose FLOPs are unknown: no precision, no peak to hold them to
         precision = ""
     elif precision is None:
-        precision = main_precision(flops_by_precision(flops, prec, step_idx >= 0 if len(steps) else None))
+        precision = main_precision(flops_by_precision(flops, prec, step_idx >= 0 if len(steps) else
+                                                      _model_in_window(trace, rows)))
     pk = resolve_peak(trace, peak) if len(rows) else None
     busy = unique(trace.event_planes())
     devices = max(1, sum(1 for p in trace.planes if p.kind == "device" and p.id in busy))
@@ -468,9 +481,12 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
         step_no = np.r_[-1, steps.number]
         f_all = np.r_[per.sum(), per]
         t_all = np.r_[span.sum(), span]
-    else:  # the analysed span: the trace's, or with --span device its first to last device activity
-        t0, t1 = analysed_span(trace)
-        step_no, f_all, t_all = np.array([-1]), np.array([flops.sum()]), np.array([float(t1 - t0)])
+    else:  # the analysed span: the trace's, or with --span device its first to last device activity;
+        # a time window's: the ops that start in it (their launch, for a device op), over its
+        # stretches' time (not what is between them: not recorded)
+        inside = _model_in_window(trace, rows)
+        step_no, f_all = np.array([-1]), np.array([flops[inside].sum()])
+        t_all = np.array([float(stretches_ns(trace))])
     return mfu_frame(step_no, f_all, t_all, precision, devices, pk, uncounted)
 
 

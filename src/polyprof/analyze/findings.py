@@ -28,7 +28,7 @@ from .grouping import group_stats
 from .memory_findings import memory_findings
 from .registry import extension_findings, getter
 from .sync import overlapping, sync_by_thread, sync_rows, windows
-from .window import WindowArg, view
+from .window import WindowArg, selection, view
 from ..trace.sorting import median, unique
 from ..trace import metadata_keys as mkeys
 
@@ -253,6 +253,7 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
     if not len(v.rows):
         return []
     spans = {p: r["span_ns"] for p, r in _by_plane(_device_rows(trace, t)).items()}
+    ws, we = analysed_stretches(trace)
     n = len(trace.planes)
     # the activity the analysed steps count (as _top_copies and kernel_breakdown), summed over streams
     dur = np.where(v.counted, v.end - v.start, 0).astype(np.float64)
@@ -265,10 +266,11 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
         cp = float(copies[plane])
         share = 100.0 * cp / total[plane] if total[plane] else 0.0
         span = float(spans.get(name, 0) or 0)
-        # of the span: the time some copy runs (overlapping streams once), inside the analysed span
+        # of the span: the time some copy runs (overlapping streams once), inside the
+        # analysed stretches (the span's part the temporal breakdown counts)
         on = copy & (v.plane == plane)
-        seg_s, seg_e = clip_union(v.start[on], v.end[on], *v.span)
-        busy = float((seg_e - seg_s).sum())
+        seg_s, seg_e = clip_union(v.start[on], v.end[on], int(ws[0]), int(we[-1]))
+        busy = float(covered(seg_s, seg_e, ws, we).sum())
         of_span = 100.0 * busy / span if span else 0.0
         # copies must be a large part of the device's work *and* of its time: a few small
         # copies on an idle device are not what limits the run
@@ -346,9 +348,12 @@ def _idle_between_steps(trace: Trace, t) -> list[Finding]:
     out = []
     planes, step, start, end, host, hs = (column(ss, c) for c in ("plane", "step", "device_start_ns",
                                                                       "device_end_ns", "host_ns", "host_start_ns"))
-    # the stretch each step was recorded in: a gap between stretches (a schedule's
-    # cycles, with unrecorded steps between them) is not between adjacent steps
-    part = np.searchsorted(analysed_stretches(trace)[0], hs, side="right")
+    # the stretch each step was recorded in (a recording fact, whatever the span): a gap
+    # between stretches (a schedule's cycles, unrecorded steps between them) is not
+    # between adjacent steps
+    sel = selection(trace)
+    part = np.zeros(len(hs), np.int64) if sel is None or sel.stretches is None else \
+        np.searchsorted(sel.stretches[:, 0], hs, side="right")
     for plane in dict.fromkeys(planes[planes != ""].tolist()):  # a groupby would build an Arrow index
         g = np.flatnonzero((planes == plane) & (start >= 0))
         g = g[np.argsort(step[g], kind="stable")]  # one row per step and plane: the order is the steps'

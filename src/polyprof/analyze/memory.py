@@ -21,7 +21,7 @@ from ..trace.core import Trace
 from ..trace.memory import Memory, memory_events
 from .frames import factorize, frame, order_desc
 from ..trace.sorting import unique, union
-from .window import WindowArg, selection, view
+from .window import Selection, WindowArg, inside, selection, view
 
 if TYPE_CHECKING:
     from .table import Table
@@ -37,16 +37,17 @@ def memory(trace: Trace) -> Memory:
     sel = selection(trace)
     if sel is None or not len(m.rows):
         return m
-    return cache.memo(trace, "memory_events_window", lambda _t: _inside(m, sel.lo, sel.hi))
+    return cache.memo(trace, "memory_events_window", lambda _t: _inside(m, sel))
 
 
-def _inside(m: Memory, lo: int, hi: int) -> Memory:
-    """``m`` with the events in ``[lo, hi)``; a series' start is its level just before."""
-    keep = (m.ts >= lo) & (m.ts < hi)
+def _inside(m: Memory, sel: Selection) -> Memory:
+    """``m`` with the events ``sel`` analyses (``window.inside``: in ``[lo, hi)``, not
+    between a schedule's stretches); a series' start is its level just before ``lo``."""
+    keep = inside(sel, m.ts)
     start = m.start.copy()
     for s in range(m.n_series):
         a, b = m.bounds(s)
-        before = np.flatnonzero(~keep[a:b] & (m.ts[a:b] < lo))
+        before = np.flatnonzero(~keep[a:b] & (m.ts[a:b] < sel.lo))
         if len(before):
             start[s] = m.level[a + before[-1]]
     k = np.flatnonzero(keep)

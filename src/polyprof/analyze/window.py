@@ -35,10 +35,11 @@ whole µs; under it the temporal breakdown counts exactly what HTA's does
 
 A trace a schedule recorded (``metadata["schedule"]``) has no open start, and its steps
 of separate cycles are separate *stretches* (``Selection.stretches``): what lies between
-them was not recorded and is counted nowhere (:func:`inside`; the time-share analyses
-take ``common.analysed_stretches``). A time window that holds no whole step is analysed
-as that window (``Selection.timed``: the span is exactly it; device activity counted by
-its own start).
+them was not recorded and is counted nowhere (:func:`inside`, the one predicate of what a
+window counts; the time-share analyses take ``common.analysed_stretches``, under
+``span="device"`` each stretch from its first to its last device activity). A time
+window that holds no whole step is analysed as that window (``Selection.timed``: the
+span is exactly it; device activity counted by its own start).
 """
 
 from __future__ import annotations
@@ -488,6 +489,13 @@ def inside(sel: Selection, t: np.ndarray) -> np.ndarray:
         pos = np.searchsorted(sel.stretches[:, 0], t, side="right") - 1
         keep &= (pos >= 0) & (t < sel.stretches[np.maximum(pos, 0), 1])
     return keep
+
+
+def within_ns(sel: Selection, t0: int, t1: int) -> int:
+    """How much of ``[t0, t1)`` (a trace's span) ``sel`` analyses: its part of ``[lo,
+    hi)``, less what is between its stretches where it has several (not recorded)."""
+    runs = np.array([[sel.lo, sel.hi]], np.int64) if sel.stretches is None else sel.stretches
+    return int((np.minimum(runs[:, 1], t1) - np.maximum(runs[:, 0], t0)).clip(0).sum())
 
 
 def host_mask(trace: Trace, start_ns: np.ndarray) -> np.ndarray:

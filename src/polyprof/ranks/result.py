@@ -17,7 +17,7 @@ import numpy as np
 from ..analyze.findings import Finding
 from ..analyze.frames import column
 from ..analyze.registry import Tables, analyses, per_event_tables
-from ..analyze.window import AUTO, label, selection, view
+from ..analyze.window import AUTO, inside, label, selection, view
 from ..derive.intervals import union_len
 from ..errors import PolyprofError
 from ..trace import metadata_keys as mkeys
@@ -81,13 +81,14 @@ def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:
 
 def rank_collectives(trace: Trace, windowed: Trace) -> Any:
     """:func:`collective_table` of the whole rank with ``in_window``: the collective
-    began inside the selected steps (every one when the whole trace is analysed)."""
+    began inside the selected steps (every one when the whole trace is analysed; not
+    between a schedule's stretches: ``window.inside``, as ``collectives.windowed``)."""
     coll = collective_table(windowed)  # the same rows as the whole trace's, made once with the summary's
     sel = selection(windowed)
     start = column(coll, "start_ns")
     if sel is None:
         return coll.with_columns(in_window=np.ones(len(coll), bool))
-    return coll.with_columns(in_window=(start >= sel.lo) & (start < sel.hi))
+    return coll.with_columns(in_window=inside(sel, np.asarray(start, np.int64)))
 
 
 def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
