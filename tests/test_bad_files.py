@@ -73,7 +73,7 @@ def _cases(tmp: Path) -> dict[str, tuple[bytes | None, str]]:
         # xz is read for Chrome/Kineto JSON (tb_plugin keeps its samples so), Perfetto and
         # XSpace; xz of anything else (here: of gzip data) is refused, the message says how to decompress
         "sample.pt.trace.json.xz": (lzma.compress(kin[:2000]), "xz-compressed: polyprof reads xz only of Chrome/Kineto JSON, Perfetto, XSpace and nvprof/Nsight/rocpd/RPD databases, so decompress it first (xz -dk sample.pt.trace.json.xz)"),
-        "sample.json.bz2": (bz2.compress(kin[:2000]), "bzip2-compressed: polyprof reads gzip and plain files, so decompress it first (bunzip2 -k sample.json.bz2)"),
+        "sample.json.bz2": (bz2.compress(kin[:2000]), "bzip2-compressed: polyprof reads plain files, gzipped ones and the xz-compressed ones of some formats (Chrome/Kineto JSON, Perfetto, XSpace, nvprof/Nsight/rocpd/RPD databases), so decompress it first (bunzip2 -k sample.json.bz2)"),
         # a repository's trace kept in Git LFS and cloned without it (ROCm's roc-optiq sample)
         # a pprof profile: XSpace's sniff took it (both start with field 1), and its reader failed on it
         "device_memory.prof": (JAX_PPROF.read_bytes(), f"{PPROF}: {JAX_HINT}"),

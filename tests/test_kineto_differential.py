@@ -57,6 +57,12 @@ def assert_same_trace(new, old, allow_metadata: set[str] = frozenset()) -> None:
                 assert np.array_equal(a[k], b[k]), (table, k)
     ma = {k: v for k, v in new.metadata.items() if k not in allow_metadata}
     mb = {k: v for k, v in old.metadata.items() if k not in allow_metadata}
+    # intended: an event of negative dur (the odd events hold one) is said now, not only made 0 ns long
+    said = [w for w in ma.get("warnings", []) if " events end before they start (a negative dur" not in w]
+    if "warnings" in ma:
+        ma["warnings"] = said
+        if not said:
+            del ma["warnings"]
     assert ma == mb
 
 

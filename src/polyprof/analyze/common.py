@@ -186,8 +186,8 @@ def _span(trace: Trace) -> tuple[int, int]:
             if len(d):
                 t1 = max(t1, int((ev["start_ns"][d] + ev["dur_ns"][d]).max()))
         return t0, t1
-    if not trace.n_events:
-        return 0, 0
+    if not trace.n_events:  # counters alone (a Perfetto trace of counter tracks): their samples' span
+        return trace.extent_ns
     derived = np.array([t.kind == "derived" for t in trace.tracks], bool)
     keep = ~derived[ev["track"]]
     overhead = trace.string_id("overhead")  # (the profiler's own: rocpd's flush and table writes at its end)

@@ -83,6 +83,9 @@ def _xz_format(path: Path) -> str:
         return fmt.name
     if cut:
         raise TraceFormatError(path, TRUNCATED.format("xz"))
+    tar = _tar_problem(body, path, "xz")
+    if tar:
+        raise TraceFormatError(path, tar)
     what = f" ({fmt.name})" if fmt is not None else ""
     raise TraceFormatError(path, f"xz-compressed{what}: polyprof reads xz only of Chrome/Kineto JSON, Perfetto, "
                                  f"XSpace and nvprof/Nsight/rocpd/RPD databases, so decompress it first (xz -dk {path.name})")
@@ -144,6 +147,14 @@ def _rocprofv3_csv(head: bytes, path: Path) -> str | None:
     return not_a_trace(head, path)
 
 
+def _rocprof_compute(head: bytes, path: Path) -> str | None:
+    """What a rocprof-compute (Omniperf) workload CSV or a rocprofv3 thread-trace CSV is
+    (by its header), None for any other file."""
+    from .rocprof_compute import not_a_trace  # loaded only for a file no reader took
+
+    return not_a_trace(head, path)
+
+
 def _rocprof_v1_csv(head: bytes, path: Path) -> str | None:
     """What a rocprof (v1) CSV file polyprof does not read is, from its header (None for
     any other file): a statistics table, or a kernel CSV without times."""
@@ -175,6 +186,19 @@ _OTHER_COMPRESSION = {XZ_MAGIC: ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"
 _XZ_READ = frozenset(("chrome-json", "perfetto", "xspace", "nvprof", "nsys", "rocpd", "rpd"))
 #: compressed bytes read at a time for an xz file's head
 _XZ_FEED = 1 << 16
+
+#: where a tar archive's header holds its magic (POSIX ``ustar\0``, GNU ``ustar  \0``)
+_TAR_MAGIC_AT = 257
+
+
+def _tar_problem(body: bytes, path: Path, packed: str = "") -> str | None:
+    """What to do with a tar archive (``body``: its first bytes, decompressed), None for
+    any other file; ``packed``: the compression it came in."""
+    if body[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] != b"ustar":
+        return None
+    return (f"a tar archive{f' ({packed}-compressed)' if packed else ''}, not a trace: extract it first "
+            f"(tar xf {path.name}) and give polyprof the trace files in it, or their directory")
+
 
 #: magic bytes of formats read in place (random access), which a gzipped copy hides
 _READ_IN_PLACE = {b"SQLite format 3\x00": "SQLite database", b"PK\x03\x04": "zip archive (a .polyprof file?)",
@@ -360,10 +384,13 @@ def detect(path: str | Path) -> str:
         raise TraceFormatError(path, f"a Git LFS pointer, not the trace: the file{of} is in LFS storage; "
                                      "fetch it first (git lfs pull)")
     hint = next((h.format(name=path.name) for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)),
-                None) or _rocprof_v1_csv(head, path) or _rocprofv3_csv(head, path) \
+                None) or _rocprof_v1_csv(head, path) or _rocprofv3_csv(head, path) or _rocprof_compute(head, path) \
         or (_NVVP_SESSION_IS if _NVVP_SESSION.match(head) else None)
     if hint:
         raise TraceFormatError(path, hint)
+    tar = _tar_problem(head[2:], path, "gzip") if head.startswith(b"GZ") else _tar_problem(head, path)
+    if tar:
+        raise TraceFormatError(path, tar)
     inner = next((what for magic, what in _READ_IN_PLACE.items() if head.startswith(b"GZ" + magic)), None)
     if inner:  # as raptor's tests keep RPD files
         why = (", of no format polyprof reads compressed (nvprof, Nsight Systems, rocpd and RPD files are) or "
@@ -371,8 +398,10 @@ def detect(path: str | Path) -> str:
         raise TraceFormatError(path, f"a gzipped {inner}{why} decompress it first (gunzip -k {path.name})")
     packer = next((c for magic, c in _OTHER_COMPRESSION.items() if head.startswith(magic)), None)
     if packer:
-        raise TraceFormatError(path, f"{packer[0]}-compressed: polyprof reads gzip and plain files, so "
-                                     f"decompress it first ({packer[1]} {path.name})")
+        raise TraceFormatError(path, f"{packer[0]}-compressed: polyprof reads plain files, gzipped ones and the "
+                                     "xz-compressed ones of some formats (Chrome/Kineto JSON, Perfetto, XSpace, "
+                                     f"nvprof/Nsight/rocpd/RPD databases), so decompress it first ({packer[1]} "
+                                     f"{path.name})")
     raise TraceFormatError(path, "unrecognised format: none of those polyprof reads ("
                            + ", ".join(f.name for f in readers()) + "; `polyprof --help` says what each is)")
 

@@ -67,18 +67,27 @@ class Part:
         notes.append(f"{int((~ok).sum())} row(s) of {self.table} left out: times beyond +-2**62 ns (a damaged file)")
         return self.take(ok)
 
-
+    def forward_times(self, notes: list[str]) -> "Part":
+        """The part with each row that ends before it starts (a damaged file: a negative
+        duration) kept at its start, 0 ns long, counted in ``notes``; never silently."""
+        back = self.end < self.start
+        if back.any():
+            notes.append(f"{int(back.sum())} row(s) of {self.table} end before they start (a damaged file): "
+                         "kept at their start, 0 ns long")
+            self.end = np.maximum(self.end, self.start)
+        return self
 
 
 def read_parts(readers: Iterable[Callable[[], Part | None]], notes: list[str]) -> Iterator[Part]:
     """The parts the ``readers`` give, one at a time, each without its rows of damaged
-    times (:meth:`Part.sane_times`, said in ``notes``); none that is empty."""
+    times (:meth:`Part.sane_times`) and with those that end before they start made 0 ns
+    long (:meth:`Part.forward_times`), both said in ``notes``; none that is empty."""
     for read in readers:
         p = read()
         if p is not None and len(p):
             p = p.sane_times(notes)
             if len(p):
-                yield p
+                yield p.forward_times(notes)
 
 
 def zeros(n: int) -> np.ndarray:

@@ -10,6 +10,7 @@ device work with its correlation id.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,8 @@ from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from ..trace.sorting import unique
 from .parts import Part, flow_pairs, group_rows
+
+log = logging.getLogger(__name__)
 
 #: rocprofiler-sdk's buffer-record kinds -> polyprof categories (trace/categories.py)
 API_CATEGORIES = {"HIP_RUNTIME_API": "hip_runtime", "HIP_RUNTIME_API_EXT": "hip_runtime",
@@ -68,8 +71,14 @@ def build(parts: list[Part], processes: dict[int, Process], agents: dict[tuple[i
           anchor: dict[str, int] | None = None) -> Trace:
     """``agents`` and ``queue_names`` are keyed by (process key, agent key[, queue key]);
     a part's ``dev`` is its agent key and ``tid`` its stream key, or minus its queue key
-    where the work has no stream (device parts), or its OS thread id (host parts)."""
-    parts = [p for p in parts if len(p)]
+    where the work has no stream (device parts), or its OS thread id (host parts). A row
+    that ends before it starts (a damaged file) is kept 0 ns long, with a warning."""
+    backwards: list[str] = []
+    parts = [p.forward_times(backwards) for p in parts if len(p)]  # rows that end before they start: said
+    for note in backwards:
+        log.warning("%s: %s", label, note)
+    if backwards:
+        metadata = {**metadata, "warnings": [*metadata.get("warnings", []), *backwards]}
     b = TraceBuilder()
     procs = sorted({int(g) for p in parts for g in unique(p.gpid).tolist()})
     several = len(procs) > 1
@@ -97,7 +106,7 @@ def build(parts: list[Part], processes: dict[int, Process], agents: dict[tuple[i
                 track_of[i] = b.track(plane, pr.threads.get(t) or f"thread {t}", "thread", t)
         names = b.intern_many(np.array(p.name_values, dtype=object))[p.names] if p.name_values else p.names
         cats = np.array([b.intern(c) for c in p.categories], np.int32)[p.category]
-        p.rows = b.events(track_of[inv], names.astype(np.int32), p.start, np.maximum(p.end - p.start, 0),
+        p.rows = b.events(track_of[inv], names.astype(np.int32), p.start, p.end - p.start,
                           cats, p.stats)
     launches = [p for p in parts if not p.device and p.corr is not None]
     devices = [p for p in parts if p.device and p.corr is not None]

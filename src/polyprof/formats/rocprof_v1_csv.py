@@ -184,7 +184,8 @@ def read(path: Path) -> Trace:
             stats[stat] = np.array([str(int(x)) for x in uniq], object)[inv]
     stats.update(_counters(table, cols))
     backwards = int(np.count_nonzero(end < begin))
-    part = Part("results.csv", True, begin, end, pid, queue, gpu, codes, values, np.zeros(n, np.int64),
+    ends = np.maximum(end, begin) if backwards else end  # said below in rocprof's words, not again by rocm_trace
+    part = Part("results.csv", True, begin, ends, pid, queue, gpu, codes, values, np.zeros(n, np.int64),
                 [keys.CAT_KERNEL], stats)
     processes = {int(p): rocm_trace.Process(pid=int(p)) for p in unique(pid).tolist()}
     agents = {(int(p), int(g)): rocm_trace.Agent(int(g)) for p, g in set(zip(pid.tolist(), gpu.tolist()))}

@@ -60,9 +60,7 @@ def to_space(trace: Trace, hostname: str | None = None, compiled: bool = True) -
     """The XSpace message for ``trace`` (see the module docstring for what goes where);
     ``compiled=False`` encodes events through protobuf's messages (the reference)."""
     space = pb().XSpace()
-    host = hostname or _hostname(trace)
-    if host:
-        space.hostnames.append(host)
+    space.hostnames.extend([hostname] if hostname else hostnames(trace))
     meta_x = trace.metadata.get(mkeys.XSPACE, {}) if isinstance(trace.metadata.get(mkeys.XSPACE), dict) else {}
     space.errors.extend(str(e) for e in meta_x.get("errors", []))
     space.warnings.extend(str(w) for w in meta_x.get("warnings", []))
@@ -410,18 +408,18 @@ def _task_env_stats(xp: Any, pw: PlaneWriter, trace: Trace, first: int | None, l
                                 option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
 
 
-def _hostname(trace: Trace) -> str:
+def hostnames(trace: Trace) -> list[str]:
+    """The hosts ``trace`` was recorded on, distinct, in order: its sources' hosts (what
+    the readers take from the file: nsys's ``Hostname``, rocpd's node, an XSpace's
+    ``hostnames``, a live session's host), then those its metadata and planes name
+    beside them. Empty when the trace names none."""
     sess = trace.metadata.get(mkeys.SESSION)
-    if isinstance(sess, dict) and sess.get("hostname"):
-        return str(sess["hostname"])
     xs = trace.metadata.get(mkeys.XSPACE)
-    hosts = xs.get("hostnames") if isinstance(xs, dict) else None
-    if hosts:
-        return str(hosts[0])
-    for p in trace.planes:
-        if p.properties.get("hostname"):
-            return str(p.properties["hostname"])
-    return ""
+    named = [s.host for s in trace.sources]
+    named += [str(h) for h in (xs.get("hostnames") or [] if isinstance(xs, dict) else [])]
+    named.append(str(sess.get("hostname") or "") if isinstance(sess, dict) else "")
+    named += [str(p.properties.get("hostname") or "") for p in trace.planes]
+    return list(dict.fromkeys(h for h in named if h))
 
 
 def to_bytes(trace: Trace) -> bytes:
@@ -442,13 +440,16 @@ def write(trace: Trace, path: str | Path) -> Path:
 def write_logdir(trace: Trace, logdir: str | Path, run: str | None = None, host: str | None = None,
                  force: bool = False) -> Path:
     """Write ``<logdir>/plugins/profile/<run>/<host>.xplane.pb``, where TensorBoard and
-    XProf look for profiles; ``run`` defaults to the current time as XProf names runs."""
+    XProf look for profiles; ``run`` defaults to the current time as XProf names runs.
+    ``host`` defaults to the (first) host the trace was recorded on (``hostnames``), and
+    to this machine's only where the trace names none."""
     run = run or time.strftime("%Y_%m_%d_%H_%M_%S")
-    host = host or _hostname(trace) or socket.gethostname() or "localhost"
-    host = re.sub(r"[^A-Za-z0-9._-]", "_", host)
+    recorded = hostnames(trace)
+    name = host or (recorded[0] if recorded else "") or socket.gethostname() or "localhost"
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name)
     out = Path(logdir) / "plugins" / "profile" / run
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{host}.xplane.pb"
-    data = to_space(trace, hostname=host).SerializeToString()
+    path = out / f"{name}.xplane.pb"
+    data = to_space(trace, hostname=host or (None if recorded else name)).SerializeToString()
     write_file(path, lambda tmp: tmp.write_bytes(data), force)
     return path

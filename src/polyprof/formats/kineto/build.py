@@ -344,6 +344,11 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
         warnings.append(overflow)
     for w in warnings:
         log.info("%s: %s", col.path, w)
+    if col.backwards:  # damage, not a way of writing: a warning, as the SQLite readers give
+        backwards = (f"kineto: {col.backwards} events end before they start (a negative dur: a damaged file): "
+                     "kept at their start, 0 ns long")
+        log.warning("%s: %s", col.path, backwards)
+        warnings.append(backwards)
     # never silently empty (tlparse's [] of no compiles); async slices alone are events (Triton's request traces)
     if not len(ts) and not col.counters and not col.asyncs and not left_out:
         warnings.insert(0, "nothing polyprof reads: the trace has no events (no slices, instants or counters)")

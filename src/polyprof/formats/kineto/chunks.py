@@ -216,6 +216,7 @@ class _Reader:
         col.cols = {k: [] for k in col.cols}
         col.arg_raws, col.arg_batches = [], PackedBatches()
         col.b._stat_parts = {}
+        col.backwards = 0  # counted again as the events pass again
         n_counters = len(col.counters)
         self.handed = 0
         self.first = 0

@@ -67,6 +67,7 @@ class _Collector:
         self.skipped: dict[str, int] = {}
         self.unbound_flows = 0  # flow endpoints bound to no event (flows.py)
         self.unended = 0  # B and b events never closed: they end with the trace (build.py, asyncs.py)
+        self.backwards = 0  # X events of a negative dur (damage): 0 ns long, said (build._metadata)
         self.lazy_args: tuple[Callable[[], list[str]], int] | None = None  # add_columns' args, made on first use
         self.lost_args = 0  # events whose args (from add_columns) were not valid JSON
         self.dropped = lenient.Dropped()  # what was left out, by reason: one warning line
@@ -150,7 +151,7 @@ class _Collector:
             code = dict(zip(distinct, _codes(distinct, self.strings, self._sid)))
             c[key].append(np.fromiter(map(code.__getitem__, strs), np.int32, len(strs)))
         c["ts"].append(np.asarray(ts_ns, np.int64))
-        c["dur"].append(np.maximum(np.asarray(dur_ns, np.int64), 0))
+        c["dur"].append(self.forward(np.asarray(dur_ns, np.int64)))
         if callable(args):  # made on first use: nothing typed at load
             self.lazy_args = (args, self.n)
         else:
@@ -160,6 +161,12 @@ class _Collector:
         self.n += len(ts_ns)
         self.seen += len(ts_ns)
         self.arg_base = self.n
+
+    def forward(self, dur: np.ndarray) -> np.ndarray:
+        """``dur`` with each negative duration (an event that ends before it starts: a
+        damaged file) made 0, counted in ``backwards``: never silently. A new array."""
+        self.backwards += int(np.count_nonzero(dur < 0))
+        return np.maximum(dur, 0)
 
     def field_codes(self, sel: list[_Event], field: str, dtype: Any) -> np.ndarray:
         """The codes of one field of events: ``pid``/``tid`` through their tables, ``name``/
@@ -196,7 +203,7 @@ class _Collector:
         c["name"].append(self.field_codes(sel, "name", np.int32))
         c["cat"].append(self.field_codes(sel, "cat", np.int32))
         c["ts"].append(ts_ns)
-        c["dur"].append(np.maximum(dur, 0))
+        c["dur"].append(self.forward(dur))
         base = self.n
         add_v2_slice(self, sel, base)
         if np.any(ev_codes == _B):

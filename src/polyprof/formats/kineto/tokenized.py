@@ -128,7 +128,7 @@ def _events(col: "_Collector", tables: tuple[_Codes, ...], ph: np.ndarray, pid: 
     c["name"].append(tables[_STR].column(np.frombuffer(name, np.int32)))
     c["cat"].append(tables[_STR].column(np.frombuffer(cat, np.int32)))
     c["ts"].append(np.frombuffer(ts, np.int64))
-    c["dur"].append(np.maximum(np.frombuffer(dur, np.int64), 0))
+    c["dur"].append(col.forward(np.frombuffer(dur, np.int64)))  # negative ones 0, counted
     base = col.n
     is_b = ph == _B
     if is_b.any():

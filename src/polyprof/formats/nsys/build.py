@@ -169,7 +169,8 @@ def add_part(b: TraceBuilder, p: Part, source_of: dict[int, int], gpus: dict[int
             track_of[i] = b.track(plane, thread_name(g, t) or f"thread {t}", "thread", t)
     names = b.intern_many(np.array(p.name_values, dtype=object))[p.names] if p.name_values else p.names
     cats = np.array([b.intern(c) for c in p.categories], np.int32)[p.category]
-    return b.events(track_of[inv], names.astype(np.int32), p.start, np.maximum(p.end - p.start, 0), cats, p.stats)
+    # p.end >= p.start: read_parts (Part.forward_times) made the rows that end before they start 0 ns long
+    return b.events(track_of[inv], names.astype(np.int32), p.start, p.end - p.start, cats, p.stats)
 
 
 def add_flows(b: TraceBuilder, linked: list[tuple[bool, np.ndarray, np.ndarray, np.ndarray]]) -> None:

@@ -64,7 +64,7 @@ def gpu_parts(cols: Columns) -> tuple[list[Part], dict[int, dict[str, Any]]]:
     """Kernels, memcpys and memsets of a ``cuda_gpu_trace`` table."""
     n = cols.n
     start = cols.time("start")
-    end = start + np.maximum(cols.time("duration"), 0)
+    end = start + cols.time("duration")  # one that ends before it starts: Part.forward_times
     ncodes, nvals = cols.texts("name")
     kind_of = np.array([2 if v.startswith(_MEMSET) else 1 if v.startswith(_MEMCPY) else 0 for v in nvals], np.int8)
     kind = kind_of[ncodes] if n else np.zeros(0, np.int8)
@@ -147,7 +147,7 @@ def api_part(cols: Columns) -> tuple[Part, int, dict[tuple[int, int], str]]:
     left out as a repeat of a call (same process, thread, name and correlation id: nsys
     2022 exports some calls twice, the second with a backtrace and a wider span)."""
     start = cols.time("start")
-    end = start + np.maximum(cols.time("duration"), 0)
+    end = start + cols.time("duration")
     pid, tid, corr = cols.ints("pid", 0), cols.ints("tid", 0), cols.ints("corrid")
     raw, raw_vals = cols.texts("name")
     vals = list(dict.fromkeys(_VERSION.sub("", v) for v in raw_vals))  # without nsys's API version suffix
@@ -200,10 +200,10 @@ def nvtx_part(cols: Columns, projected: bool) -> tuple[Part, int]:
         cols = cols.take(ended)
     if projected:
         start = cols.time("origstart")
-        end = start + np.maximum(cols.time("origduration"), 0)
+        end = start + cols.time("origduration")
     else:
         start = cols.time("start")
-        end = cols.time("end") if cols.has("end") else start + np.maximum(cols.time("duration"), 0)
+        end = cols.time("end") if cols.has("end") else start + cols.time("duration")
     codes, vals = cols.texts("name")
     stats: dict[str, Any] = {}
     # nsys 2025 on writes "<domain>:<text>" (":text" in the default domain)
@@ -216,7 +216,7 @@ def nvtx_part(cols: Columns, projected: bool) -> tuple[Part, int]:
             stats["domain"] = (rows, doms[codes[rows]])
     vals = [v if v else "[unnamed NVTX range]" for v in vals]
     n = cols.n
-    return Part(cols.table.kind, False, start, np.maximum(end, start), cols.ints("pid", 0), cols.ints("tid", 0),
+    return Part(cols.table.kind, False, start, end, cols.ints("pid", 0), cols.ints("tid", 0),
                 zeros(n), codes, vals, zeros(n), [CAT_NVTX], stats), int((~ended).sum())
 
 

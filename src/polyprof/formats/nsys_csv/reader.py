@@ -158,6 +158,7 @@ def _trace(path: Path, found: dict[str, tuple[Path, Table, Any]], summaries: lis
                 notes.append(f"{kind}: {unended} NVTX ranges never ended and are left out")
             parts.append(part)
         del cols
+    parts = [p.forward_times(notes) for p in parts]  # rows that end before they start: 0 ns, said
     if "cuda_gpu_trace" in found and "cuda_api_trace" not in found:
         notes.append("no cuda_api_trace report: device work is not linked to the CUDA calls that launched it")
     if summaries:
