@@ -31,11 +31,10 @@ import numpy as np
 import pytest
 
 import polyprof
+from trace_rows import in_writer_order
 from polyprof.analyze import depgraph
 from polyprof.analyze.critical_path import critical_path, step_windows
 from polyprof.analyze.depgraph_context import context
-from polyprof.trace.core import Trace
-from polyprof.trace.stats import StatColumn, StatTable
 
 DEVICES = Path(__file__).parent / "data" / "traces" / "jax_cpu_devices"
 DISPATCH = "CommonPjRtLoadedExecutable::Execute (jit_step)"
@@ -226,31 +225,13 @@ def test_a_live_two_device_loop_has_load_and_its_runs_on_the_path(tmp_path: Path
     assert len(ratios) == 7 and float(np.median(ratios)) >= 0.9, ratios
 
 
-def _by_start(trace: polyprof.Trace) -> polyprof.Trace:
-    """``trace`` with its events in another row order: by start, longest first (as the
-    Perfetto writer emits them), stats and flows following their events."""
-    ev = trace.events
-    order = np.lexsort((np.arange(trace.n_events), -np.asarray(ev["dur_ns"]), np.asarray(ev["start_ns"])))
-    new = np.empty(trace.n_events, np.int64)
-    new[order] = np.arange(trace.n_events)
-    stats = {}
-    for key, col in trace.stats.items():
-        rows = new[col.rows]
-        o = np.argsort(rows, kind="stable")
-        stats[key] = StatColumn(rows[o], col.values[o])
-    fl = trace.flows
-    flows = {"src": new[fl["src"]], "dst": new[fl["dst"]], "id": fl["id"], "category": fl["category"]}
-    return Trace(list(trace.strings), trace.planes, trace.tracks, {k: v[order] for k, v in ev.items()},
-                 StatTable(stats), flows, trace.counters, dict(trace.metadata), trace.sources).validate()
-
-
 def test_the_links_do_not_depend_on_the_events_order() -> None:
     """The same path, event by event, with the fixture's events in another row order
     (by start, longest first): the launch's destination is found in each thread's walk,
     not by node numbers (a first version took a node's place in its thread's walk from
     the wrong index and failed there with an IndexError)."""
     trace = polyprof.load(DEVICES / "xspace" / "steps_1_7.xplane.pb.gz")
-    tables = [critical_path(t).to_pandas() for t in (trace, _by_start(trace))]
+    tables = [critical_path(t).to_pandas() for t in (trace, in_writer_order(trace))]
     cols = ["step", "name", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns", "path_ns"]
     a, b = (t[cols].sort_values(cols).reset_index(drop=True) for t in tables)
     assert a.equals(b) and a["step"].nunique() == 7

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import polyprof
+from trace_rows import in_writer_order
 from perfetto_text import pftrace, write_packets
 from polyprof.errors import TraceFormatError
 from polyprof.writers import perfetto
@@ -20,8 +21,6 @@ from polyprof.formats.detect import detect
 from polyprof.formats.perfetto_read import load, trace_pb2
 from polyprof.formats.perfetto_read.shape import looks_like_packets, varint
 from polyprof.report.tables import build
-from polyprof.trace.core import Trace
-from polyprof.trace.stats import StatColumn, StatTable
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = sorted(p for p in (ROOT / "tests/data/traces").glob("*/*") if p.suffix in (".gz", ".pb"))
@@ -31,24 +30,6 @@ def _events(trace) -> Counter:
     paths = [(trace.planes[t.plane].name, t.name) for t in trace.tracks]
     return Counter(zip(trace.names().tolist(), trace.categories().tolist(), trace.events["start_ns"].tolist(),
                        trace.events["dur_ns"].tolist(), [paths[t] for t in trace.events["track"].tolist()]))
-
-
-def _reordered(trace: Trace) -> Trace:
-    """``trace`` with its events in the order the writer emits them (start, longest
-    first), so row numbers in tables (launch_stats' rows) compare."""
-    ev = trace.events
-    order = np.lexsort((np.arange(trace.n_events), -ev["dur_ns"], ev["start_ns"]))
-    new = np.empty(trace.n_events, np.int64)
-    new[order] = np.arange(trace.n_events)
-    stats = {}
-    for key, col in trace.stats.items():
-        rows = new[col.rows]
-        o = np.argsort(rows, kind="stable")
-        stats[key] = StatColumn(rows[o], col.values[o])
-    fl = trace.flows
-    flows = {"src": new[fl["src"]], "dst": new[fl["dst"]], "id": fl["id"], "category": fl["category"]}
-    return Trace(list(trace.strings), trace.planes, trace.tracks, {k: v[order] for k, v in ev.items()},
-                 StatTable(stats), flows, trace.counters, dict(trace.metadata), trace.sources).validate()
 
 
 #: columns computed from trace-level metadata that a Perfetto file has no place for: the
@@ -97,7 +78,7 @@ def test_own_export_of_every_real_trace_reads_back_the_same(path, tmp_path):
     for key in trace.stats:  # every stat of every event, under its own name
         col, got = trace.stats[key], back.stats[key]
         assert len(got) == len(col), key
-    _same_tables(build(_reordered(trace)), build(back))
+    _same_tables(build(in_writer_order(trace)), build(back))
 
 
 def test_gzipped_export_reads_the_same(tmp_path):

@@ -47,9 +47,11 @@ UNBOUND = frozenset({"collectivepermute"})
 C10D_ROOT_INPUT = {"broadcast": 2, "reduce": 3, "gather": 3, "scatter": 3}
 
 
-def _json(x: object) -> object:
+def json_arg(x: object) -> object:
+    """An arg that may be JSON text (``Input Dims``, ``Process Group Ranks``) decoded;
+    None where it is not JSON; anything else as it is."""
     if isinstance(x, (str, bytes)):
-        import orjson  # here: only a trace with rooted collectives decodes their args
+        import orjson  # here: a trace without collectives' JSON args (a summary's) imports no JSON library
 
         try:
             return orjson.loads(x)
@@ -68,7 +70,7 @@ def _int(x: object) -> int:
 def _global(root: int, ranks: object, default: list[int] | None) -> int:
     """The global rank of group rank ``root``: through the collective's listed group
     ranks (``Process Group Ranks``, JSON text or a list), else the trace's one group."""
-    listed = _json(ranks)
+    listed = json_arg(ranks)
     for group in (listed, default):
         if isinstance(group, list) and 0 <= root < len(group) and all(isinstance(r, int) for r in group):
             return int(group[root])
@@ -115,7 +117,7 @@ def _c10d_roots(trace: Trace, ops_rows: np.ndarray, ops: np.ndarray) -> np.ndarr
         inputs[m] = list(v)
     names = trace.names(uniq)
     for k, (name, op) in enumerate(zip(names[back].tolist(), ops.tolist())):
-        args = _json(inputs[back[k]])
+        args = json_arg(inputs[back[k]])
         at = C10D_ROOT_INPUT.get(op, -1)
         if str(name) == f"c10d::{op}_" and isinstance(args, list) and 0 <= at < len(args):
             out[k] = _int(args[at])

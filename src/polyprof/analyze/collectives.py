@@ -55,7 +55,7 @@ from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.sorting import first_and_inverse, member, unique
 from ..trace.vocabulary import XLA_COLLECTIVE_OP
-from .collective_roots import roots
+from .collective_roots import json_arg, roots
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
 from .inputs import cpu_comm_rows, xla_host_rows
@@ -224,21 +224,10 @@ def xla_async_spans(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     return rows[keep], st[keep], en[keep]
 
 
-def _json(x: object) -> object:
-    if isinstance(x, (str, bytes)):
-        import orjson  # here: a trace without collectives' JSON args (a summary's) imports no JSON library
-
-        try:
-            return orjson.loads(x)
-        except orjson.JSONDecodeError:
-            return None
-    return x
-
-
 def shape_bytes(dims: object, types: object) -> int:
     """Bytes of the tensors an op's ``Input Dims`` and ``Input type`` describe (JSON text
     or lists); inputs of other types (scalars, tensor lists) count nothing."""
-    d, t = _json(dims), _json(types)
+    d, t = json_arg(dims), json_arg(types)
     if not isinstance(d, list) or not isinstance(t, list):
         return 0
     total = 0
@@ -283,7 +272,7 @@ def _c10d_peers(trace: Trace, rows: np.ndarray, ops: np.ndarray) -> tuple[np.nda
     names = trace.names(uniq)
     group = group_ranks(trace)
     for k, at in zip(back.tolist(), has.tolist()):
-        args = _json(inputs[k])
+        args = json_arg(inputs[k])
         if not isinstance(args, list) or len(args) < 3 or not str(names[k]).startswith(f"c10d::{ops[at]}"):
             continue
         posted[at] = uniq[k]
