@@ -23,7 +23,8 @@ import numpy as np
 import polyprof
 from polyprof.analyze.critical_path import critical_path
 from polyprof.analyze.frames import column
-from polyprof.ranks.critical_path import align, job_critical_path, job_graph, what_if_op
+from polyprof.ranks.critical_path import align, job_critical_path, job_graph
+from polyprof.ranks.what_if import what_if_op
 
 DATA = Path(__file__).parent / "data"
 TRAIN = DATA / "jax_cpu" / "jax_train.xplane.pb.gz"

@@ -15,7 +15,8 @@ from polyprof.analyze import depgraph
 from polyprof.analyze.critical_path import event_times, step_windows
 from polyprof.analyze.frames import column
 from polyprof.analyze.longest_path import longest_path
-from polyprof.ranks.critical_path import job_graph, path_table, what_if, with_factors
+from polyprof.ranks.critical_path import job_graph, path_table
+from polyprof.ranks.what_if import what_if, with_factors
 from rankmaker import make_ranks, slow_kernel
 
 SRC = Path(__file__).parent / "data" / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
@@ -440,7 +441,8 @@ def test_gloo_what_if_on_a_step_scales_its_lead_in(gloo_job):
     ops (a rank joined through a CPU collective): scaled with it."""
     from polyprof.analyze.depgraph import DepGraph
     from polyprof.derive import cache
-    from polyprof.ranks.critical_path import align, what_if_op
+    from polyprof.ranks.critical_path import align
+    from polyprof.ranks.what_if import what_if_op
 
     traces = {k: polyprof.load(p) for k, p in enumerate(gloo_job)}
     clocks = align(traces)
@@ -475,7 +477,8 @@ def test_gloo_sleep_mid_step_is_on_the_job_path(traces_dir):
     between a CPU-collective rank's ops counts, owned by its step mark, less any part the
     thread spent waiting for a collective's end: the path runs through rank 1's sleep,
     and the waiting rank's own wait is not made its step's time."""
-    from polyprof.ranks.critical_path import align, job_critical_path, what_if_op
+    from polyprof.ranks.critical_path import align, job_critical_path
+    from polyprof.ranks.what_if import what_if_op
 
     d = traces_dir / "gloo_ddp"
     traces = {r: polyprof.load(d / f"mid.rank{r}.pt.trace.json.gz") for r in (0, 1)}
@@ -514,7 +517,8 @@ def test_gloo_wait_inside_a_range_with_children_is_replaced(traces_dir):
     wait. (Before, step 4's lead-in ran from rank 0's start of step 4, and the one sleep
     was on both steps' paths: 215.7 and 229.1 ms, 485.5 ms over 303.9 ms of steps.)"""
     from polyprof.analyze.depgraph import OPERATOR
-    from polyprof.ranks.critical_path import align, what_if_op
+    from polyprof.ranks.critical_path import align
+    from polyprof.ranks.what_if import what_if_op
 
     d = traces_dir / "gloo_fsdp2"
     traces = {r: polyprof.load(d / f"rank{r}.pt.trace.json.gz") for r in (0, 1)}
@@ -555,7 +559,8 @@ def test_tensor_parallel_wait_is_the_late_ranks(traces_dir):
     lead-in counts from rank 0's end of step 2, so step 3's path is a normal step's.
     (Before, the sleep was on both steps' paths: 203.4 and 204.8 ms, 414.6 ms over 214.7
     ms of steps, and the what-ifs on both steps' marks predicted -200 ms each.)"""
-    from polyprof.ranks.critical_path import align, job_critical_path, what_if_op
+    from polyprof.ranks.critical_path import align, job_critical_path
+    from polyprof.ranks.what_if import what_if_op
 
     d = traces_dir / "gloo_tp"
     traces = {r: polyprof.load(d / f"tp.rank{r}.pt.trace.json.gz") for r in (0, 1)}

@@ -24,7 +24,8 @@ import pytest
 import polyprof
 from polyprof.analyze.critical_path import step_windows
 from polyprof.analyze.longest_path import longest_path
-from polyprof.ranks.critical_path import align, job_graph, n_steps, what_if_op
+from polyprof.ranks.critical_path import align, job_graph, n_steps
+from polyprof.ranks.what_if import what_if_op
 
 DATA = Path(__file__).parent / "data" / "traces"
 JOBS = {"ddp_late": ("gloo_ddp/late.rank0.pt.trace.json.gz", "gloo_ddp/late.rank1.pt.trace.json.gz"),

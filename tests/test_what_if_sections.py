@@ -25,7 +25,8 @@ import pytest
 import polyprof
 from polyprof.analyze.critical_path import step_windows
 from polyprof.analyze.longest_path import longest_path
-from polyprof.ranks.critical_path import align, job_graph, path_table, what_if, what_if_op
+from polyprof.ranks.critical_path import align, job_graph, path_table
+from polyprof.ranks.what_if import what_if, what_if_op
 
 #: rank 2's sleep in its ``load`` section, steps 3 and 4
 SLEEP_NS = 80_000_000

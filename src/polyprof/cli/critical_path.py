@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..analyze.longest_path import longest_path
     from ..ranks import critical_path as jcp
+    from ..ranks.what_if import what_if_op
 
     asks = _what_ifs(args.what_if)
     traces = _traces(args.file)
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                      for r, why in sorted(jg.unjoined.items())]
         base = longest_path(jg.graph).length
         for r, name, factor in asks:
-            delta, n = jcp.what_if_op(jg, r, name, factor)
+            delta, n = what_if_op(jg, r, name, factor)
             predicted.append({"step": k, "rank": r, "name": name, "factor": factor, "events": n,
                               "path_ns": base, "change_ns": delta})
     if args.json:
