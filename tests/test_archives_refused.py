@@ -76,3 +76,17 @@ def test_a_json_trace_with_ustar_in_it_is_still_read(tmp_path: Path) -> None:
     for path in (tmp_path / "t.json", tmp_path / "t.json.xz"):
         path.write_bytes(lzma.compress(body) if path.suffix == ".xz" else body)
         assert polyprof.load(path).n_events == 1
+
+
+def test_a_zip_of_traces_says_what_it_holds_and_to_extract_it(tmp_path):
+    """A zip of traces (not a .polyprof file) said "zip file without header.json: not a
+    .polyprof trace"; it now names what it holds and says to extract it, as a tar does."""
+    import zipfile
+
+    path = tmp_path / "traces.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        for m in MEMBERS:
+            z.write(m, arcname=f"traces/{m.name}")
+    problem = _problem(path)
+    assert "a zip archive (holding traces/saxpy_2022.sqlite, traces/results.csv)" in problem, problem
+    assert "extract it first (unzip traces.zip)" in problem, problem

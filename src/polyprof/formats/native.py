@@ -211,8 +211,12 @@ def load(path: str | Path) -> Trace:
             raw_header = _read(zf, "header.json", path)
             header = orjson.loads(raw_header)
         except TraceFormatError as e:
-            if "is missing" in e.problem:
-                raise TraceFormatError(path, "zip file without header.json: not a .polyprof trace") from None
+            if "is missing" in e.problem:  # another zip archive: what it holds, and what to do
+                names = zf.namelist()
+                held = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+                raise TraceFormatError(path, f"a zip archive (holding {held or 'nothing'}), not a .polyprof "
+                                             f"trace (no header.json): extract it first (unzip {path.name}) and "
+                                             "give polyprof the trace files in it, or their directory") from None
             raise
         except orjson.JSONDecodeError as e:
             raise TraceFormatError(path, f"corrupt header.json ({e})") from None
