@@ -186,3 +186,30 @@ def test_the_timeline_names_the_rank_a_collective_waited_on():
     assert any(x.startswith("allreduce #2: rank 1 last, ") and x.endswith("(it had waited for rank 3 just before)")
                for x in labels), labels
     assert any(x.startswith("broadcast #5: arrivals ") and x.endswith("no known last rank") for x in labels), labels
+
+
+def test_a_subgroup_broadcast_whose_root_is_late():
+    """Group [1, 3] broadcasts from rank 3, 25 ms late in steps 2 and 4; rank 1 waits for
+    it there, then reaches the world all-reduce with it, by a hair last, while ranks 0
+    and 2 (not in the group) wait for both. Before: all-reduce #4 charged to rank 1 (53 ms
+    "others waited", "2.0x what rank 1 caused"): nobody left the broadcast early, so
+    nothing was passed on. And the alignment said the broadcasts, of a group rank 0 is
+    not in, were missing from one of the recordings."""
+    from polyprof.report.timeline_job import offsets, straggler_marks
+
+    rep = _job("subgroup")
+    _aligned_within_bounds(rep)
+    assert _straggler(rep) == 3
+    found = next(f for f in rep.findings if f.id == "straggler")
+    assert "what rank 1 caused" not in found.title, found.title
+    ar = {r["seq"]: r for r in _records(rep.tables["straggler_collectives"]) if r["op"] == "allreduce"}
+    assert ar[4]["last_rank"] == 1 and ar[4]["held_by"] == 3 and ar[4]["spread_ns"] > 20e6, ar[4]
+    per_rank = {r["rank"]: r for r in _records(rep.tables["stragglers"])}
+    assert per_rank[3]["caused_wait_ns"] > 20 * per_rank[1]["caused_wait_ns"], per_rank
+    labels = [m["label"] for m in straggler_marks(rep, offsets(rep))]
+    assert any(x.startswith("allreduce #4: rank 1 last, ") and x.endswith("(it had waited for rank 3 just before)")
+               for x in labels), labels
+    notes = {r["rank"]: r["message"] for r in _records(rep.tables["rank_alignment"])}
+    for r in (1, 3):
+        assert "missing from one" not in notes[r] and "6 collective(s) of rank" in notes[r], notes[r]
+        assert "a process group rank 0 is not in, nothing missing" in notes[r], notes[r]

@@ -289,10 +289,8 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
             msg = f"collectives matched with a shift of {shift}" if shift else ""
             if _all_recorded(r_) and _all_recorded(o_):
                 msg = "collectives matched by their sequence numbers (Seq)"
-            unmatched = _n_group(tables[ref]) + _n_group(tables[r]) - 2 * n
-            if unmatched > 0:
-                msg = (msg + "; " if msg else "") + (f"{unmatched} collective(s) without a match on the other "
-                                                     "rank (missing from one of the recordings)")
+            note = _unmatched_note(r_, o_, n, (ref, r))
+            msg = "; ".join(x for x in (msg, note) if x)
             out[r] = RankClock(r, fit, True, n, shift, msg, seq_map)
     why = _by_transfers(tables, ref, out)
     for r in ranks:
@@ -303,6 +301,27 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
         elif out[r].fit.method == "transfers":
             _pair_collectives(out[r], tables[ref], tables[r], (ref, r))
     return out
+
+
+def _unmatched_note(ref: Table, other: Table, n: int, ranks: tuple[int, int]) -> str:
+    """What the pairing of ``n`` collectives left: those of a communicator (``key``:
+    process group and op) both ranks have are missing from one of the recordings; those
+    of one only one rank has are of a group the other is not in (a subgroup's: on a
+    gloo job a ``new_group([1, 3])``'s broadcasts, with neither a group name nor its
+    ranks in the trace), and nothing is missing."""
+    rk, ok = np.asarray(ref["key"], object), np.asarray(other["key"], object)
+    rs, os_ = np.isin(rk, ok), np.isin(ok, rk)
+    notes = []
+    unmatched = int(rs.sum() + os_.sum()) - 2 * n
+    if unmatched > 0:
+        notes.append(f"{unmatched} collective(s) without a match on the other rank (missing from one of the "
+                     "recordings)")
+    for keys, mine, theirs in ((ok[~os_], ranks[1], ranks[0]), (rk[~rs], ranks[0], ranks[1])):
+        if len(keys):
+            names = ", ".join(sorted({str(k) for k in keys.tolist()}))
+            notes.append(f"{len(keys)} collective(s) of rank {mine} ({names}) that rank {theirs} has none of: "
+                         f"a process group rank {theirs} is not in, nothing missing")
+    return "; ".join(notes)
 
 
 def _shifts(ref: Table, other: Table) -> list[int]:

@@ -23,7 +23,7 @@ import numpy as np
 from ..analyze.common import frame
 from ..analyze.table import Table
 from ..derive.intervals import union_len
-from ..trace.sorting import unique
+from ..trace.sorting import unique, unique_inverse
 from ..trace.factorize import factorize
 from .align import RankClock
 
@@ -122,12 +122,15 @@ def _held_by(group: np.ndarray, rank: np.ndarray, arr: np.ndarray, end: np.ndarr
              last_row: np.ndarray, last: np.ndarray, bound: np.ndarray) -> np.ndarray:
     """Per collective, the rank its waiting is charged to: the rank that came last,
     unless that rank was late only because it had waited for another in its collective
-    before, one that other ranks had left before the late rank arrived (a rooted one),
-    and then took no longer than the others to come here (within twice the clocks'
-    bound): then the rank that collective is charged to. A gloo broadcast's receiver
-    that relays through the late rank waits for it while the root is done, then reaches
-    the next all-reduce with it, by a hair last or first. (Where every rank waited in the
-    collective before, all-reduces, that wait delayed them alike.)"""
+    before, one that some rank here was not held back by (it left that one before the
+    late rank arrived: a rooted one's root that sent and was done; or it was not in it:
+    a subgroup's), and then took no longer than the others to come here (within twice
+    the clocks' bound): then the rank that collective is charged to. A gloo broadcast's
+    receiver that relays through the late rank waits for it while the root is done, then
+    reaches the next all-reduce with it, by a hair last or first; so does a receiver of
+    a subgroup's broadcast whose root is late, while the ranks outside the subgroup wait
+    at the all-reduce. (Where every rank here waited in the collective before, all-reduces
+    of the same group, that wait delayed them alike.)"""
     n = len(last_row)
     order = np.lexsort((arr, rank))  # each rank's collectives in the order it reached them
     prev = np.full(len(arr), -1, np.int64)
@@ -147,7 +150,7 @@ def _held_by(group: np.ndarray, rank: np.ndarray, arr: np.ndarray, end: np.ndarr
     before = group[np.maximum(p, 0)]
     inherit = ((p >= 0) & (gap[last_row] >= 0) & (others < np.iinfo(np.int64).max)
                & (wait[np.maximum(p, 0)] > slack) & (gap[last_row] <= others + slack)
-               & (first_out[before] + slack[before] < last[before]))
+               & ((first_out[before] + slack[before] < last[before]) | _outside(group, rank, before)))
     up = np.where(inherit, before, np.arange(n))
     for _ in range(64):  # to the first of each chain (pointer jumping)
         nxt = up[up]
@@ -155,6 +158,19 @@ def _held_by(group: np.ndarray, rank: np.ndarray, arr: np.ndarray, end: np.ndarr
             break
         up = nxt
     return rank[last_row][up]
+
+
+def _outside(group: np.ndarray, rank: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """Per collective, whether one of its ranks took no part in collective ``before[c]``
+    (the one its last rank reached before it): a subgroup's, which that rank did not wait in."""
+    ranks, code = unique_inverse(rank)
+    pair = group * len(ranks) + code  # (collective, rank) as one number
+    known = np.sort(pair)
+    want = before[group] * len(ranks) + code  # the same rank in the collective before
+    at = np.minimum(np.searchsorted(known, want), len(known) - 1)
+    out = np.zeros(len(before), bool)
+    out[group[known[at] != want]] = True
+    return out
 
 
 def _collectives(key: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:
