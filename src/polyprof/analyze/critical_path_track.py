@@ -34,6 +34,7 @@ from .critical_path import path_owner, step_windows
 from .depgraph import EDGE_TYPES, build
 from .depgraph_context import context
 from .longest_path import longest_path
+from .window import WindowArg, view
 
 #: the track's name
 TRACK = "critical path"
@@ -42,20 +43,23 @@ UNOWNED = {"kernel_launch_delay": "launch delay", "kernel_kernel_delay": "kernel
             "stream_order": "stream order"}  # (zero weight: never a slice)
 
 
-def with_critical_path(trace: Trace) -> Trace:
+def with_critical_path(trace: Trace, window: WindowArg = None) -> Trace:
     """``trace`` plus the "critical path" track (the input is not changed; a trace that
-    has the track already is returned as it is)."""
+    has the track already is returned as it is): the path of each step ``window``
+    selects (``analyze/window.py``, as the summary's ``critical_path`` table; None: every
+    step, or the whole trace without steps)."""
     if any(t.name == TRACK and t.kind == "derived" for t in trace.tracks):
         return trace
     host = _busiest_host(trace)
     if host is None:
         return trace
-    numbers, starts, ends = step_windows(trace)
+    v = view(trace, window)  # the same arrays: its rows are the trace's
+    numbers, starts, ends = step_windows(v)
     track_names = np.array([t.name for t in trace.tracks], dtype=object)
     parts: list[tuple[np.ndarray, ...]] = []
-    ctx = context(trace)  # the whole trace's part of every step's graph, made once
+    ctx = context(v)  # the whole trace's part of every step's graph, made once
     for number, t0, t1 in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
-        g = build(trace, t0, t1, ctx)
+        g = build(v, t0, t1, ctx)
         if not len(g.src):
             continue
         p = longest_path(g)

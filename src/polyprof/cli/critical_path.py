@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..errors import PolyprofError
-from .common import Subparsers, count
+from .common import Subparsers, add_window_args, count, window_from
 from ..trace.sorting import unique
 
 
@@ -26,10 +26,13 @@ def register(sub: Subparsers) -> None:
                     "one rank, and its path is the one of summary's critical_path table (the same graph: HTA's, "
                     "plus each stream's order across gaps of 1.5 ms or more). Each step's line also gives the "
                     "step's wall time with its device work (its start to the last end of its calls and of the "
-                    "device activity they launched), which the path never exceeds. Every rank is held in memory.")
+                    "device activity they launched), which the path never exceeds. Each rank's steps are the ones "
+                    "summary analyses (by default every step but the first, the warm-up, when there are 3 or "
+                    "more; a schedule's recorded steps; a time window). Every rank is held in memory.")
     p.add_argument("file", nargs="+", help="the ranks' trace files, a directory of them, or a store")
     p.add_argument("--step", type=int, action="append", metavar="K",
-                   help="the K-th step (by position, from 0) of every rank; repeat for more (default: every step)")
+                   help="the K-th step (by position among the trace's steps, from 0) of every rank, one of "
+                        "those analysed; repeat for more (default: every analysed step)")
     p.add_argument("--what-if", action="append", default=[], metavar="RANK:NAME:FACTOR",
                    help="predicted change of each step if rank RANK's ops, calls, sections and kernels whose name holds "
                         "NAME (case-insensitive) took FACTOR times as long; repeatable")
@@ -37,6 +40,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--no-align", action="store_true",
                    help="take the ranks' clocks as they are (default: aligned from their collectives)")
     p.add_argument("--json", action="store_true", help="print the path, the what-ifs and the clocks as JSON")
+    add_window_args(p)
     p.set_defaults(func=run)
 
 
@@ -57,18 +61,46 @@ def _what_ifs(specs: list[str]) -> list[tuple[int, str, float]]:
     return out
 
 
-def _traces(files: list[str]) -> dict[int, Any]:
+def _traces(files: list[str], window: Any) -> dict[int, Any]:
+    """Every rank as the summary analyses it: the steps ``window`` selects on each rank
+    (``analyze.window.view``, as ``rank_summary`` does for a job's summary)."""
     from ..analyze.critical_path import rank_of
+    from ..analyze.window import view
     from .common import load_trace
     from .ranks import is_job
 
     if not is_job(files):
         t = load_trace(files[0])
-        return {rank_of(t): t}
+        return {rank_of(t): view(t, window)}
     from ..ranks.traceset import load_ranks
 
     ts = load_ranks(files if len(files) > 1 else files[0])
-    return dict(ts.traces())
+    return {r: view(t, window) for r, t in ts.traces()}
+
+
+def _positions(trace: Any, total: int) -> Any:
+    """Per analysed step of ``trace`` (a window's view), its position among the trace's
+    steps (``Selection.index``): what --step and the output call it; 0 for a time window
+    holding no whole step, analysed as one."""
+    import numpy as np
+
+    from ..analyze.window import selection
+    from ..derive import cache
+
+    sel = selection(trace)
+    if sel is None or not len(cache.steps(trace)):
+        return np.arange(total, dtype=np.int64)
+    return np.asarray(sel.index, np.int64)[:total]
+
+
+def _bad_step(k: int, pos: Any, trace: Any) -> PolyprofError:
+    from ..analyze.window import label, selection
+
+    if selection(trace) is None:
+        return PolyprofError(f"--step {k}: the ranks have {len(pos)} step(s) in common (0 to {len(pos) - 1})")
+    shown = ", ".join(map(str, pos[:8].tolist())) + (", ..." if len(pos) > 8 else "")
+    return PolyprofError(f"--step {k}: not among the analysed steps (positions {shown or 'none'}: "
+                         f"{label(trace)}; --all-steps, --steps or --skip-first choose others)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,21 +111,26 @@ def run(args: argparse.Namespace) -> int:
     from ..ranks.what_if import what_if_op
 
     asks = _what_ifs(args.what_if)
-    traces = _traces(args.file)
+    traces = _traces(args.file, window_from(args))
     for r, _, _ in asks:
         if r not in traces:
             raise PolyprofError(f"--what-if: no rank {r} (ranks: {sorted(traces)})")
     clocks = None if args.no_align or len(traces) < 2 else jcp.align(traces)
-    total = jcp.n_steps(traces)
-    steps = list(range(total)) if not args.step else args.step
-    bad = [k for k in steps if not 0 <= k < total]
+    # the analysed steps every rank has (their positions in the first rank's view: j), named
+    # by their positions among the first rank's steps (K), as before any window
+    first = traces[min(traces)]
+    pos = _positions(first, jcp.n_steps(traces))
+    index = {int(k): j for j, k in enumerate(pos.tolist())}
+    steps = pos.tolist() if not args.step else args.step
+    bad = [k for k in steps if k not in index]
     if bad:
-        raise PolyprofError(f"--step {bad[0]}: the ranks have {total} step(s) in common (0 to {total - 1})")
-    table = jcp.job_critical_path(traces, steps, clocks)
+        raise _bad_step(bad[0], pos, first)
+    table = jcp.job_critical_path(traces, [index[k] for k in steps], clocks)
+    table = table.with_columns(step=pos[np.asarray(table["step"], np.int64)])
     predicted = []
     unjoined = []  # the ranks each step joined to no other
     for k in steps:
-        jg = jcp.job_graph(traces, k, clocks)
+        jg = jcp.job_graph(traces, index[k], clocks)
         unjoined += [{"step": k, "rank": r, "why": why, "in_graph": r not in jg.left_out}
                      for r, why in sorted(jg.unjoined.items())]
         base = longest_path(jg.graph).length
@@ -111,8 +148,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from ..analyze.critical_path import step_windows
 
-    numbers = step_windows(traces[min(traces)])[0]  # the first rank's step numbers, as the other commands show
-    _print(table, predicted, steps, args.top, numbers, traces, unjoined)
+    numbers = np.zeros(int(pos.max()) + 1 if len(pos) else 0, np.int64)
+    numbers[pos] = step_windows(first)[0][:len(pos)]  # the first rank's step numbers, as the other commands show
+    _print(table, predicted, steps, args.top, numbers, traces, unjoined, index)
     return 0
 
 
@@ -190,14 +228,21 @@ def _no_path(traces: dict[int, Any], k: int, where: str) -> str:
 
 
 def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: int, numbers: Any,
-           traces: dict[int, Any] | None = None, unjoined: list[dict[str, Any]] | None = None) -> None:
+           traces: dict[int, Any] | None = None, unjoined: list[dict[str, Any]] | None = None,
+           index: dict[int, int] | None = None) -> None:
+    """Per step (``steps``: positions among the first rank's steps, ``numbers`` their
+    numbers; ``index``: each one's position among the analysed steps of ``traces``) its
+    path, as the summary's line says it."""
     import textwrap
 
     import numpy as np
 
     from ..analyze.units import fmt_ns  # the summary's duration rule, only for the text output
+    from ..analyze.window import selection
 
     width = _width()
+    sel = selection(traces[min(traces)]) if traces else None
+    trace_words = "the analysed span" if sel is not None and sel.timed else "the trace"
     step = np.asarray(table["step"], np.int64)
     notes: dict[int, list[dict[str, Any]]] = {k: [] for k in steps}
     for x in unjoined or []:
@@ -210,9 +255,10 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
         m = np.flatnonzero(step == k)
         whole = k < len(numbers) and int(numbers[k]) < 0  # no steps: the whole trace, as summary says
         said = "" if whole else f"step {k}" + (f" (#{int(numbers[k])})" if k < len(numbers) else "") + ": "
-        where = "the trace" if whole else "the step"
+        where = trace_words if whole else "the step"
         if not len(m):
-            print(textwrap.fill(f"{said}{_no_path(traces or {}, k, where)}", width, subsequent_indent="  "))
+            j = k if index is None else index[k]
+            print(textwrap.fill(f"{said}{_no_path(traces or {}, j, where)}", width, subsequent_indent="  "))
             if lines:
                 print("\n".join(lines))
             continue

@@ -63,13 +63,19 @@ def run(args: argparse.Namespace) -> int:
             raise PolyprofError(f"--rank {args.rank}: {args.file} is one trace, not the ranks of a job")
         trace = rank_of_job(args.file, args.rank) if is_job(args.file, args.rank) else load_trace(args.file)
     window = window_from(args, default=None)
+    path_window: str | None = "auto"  # the path of the steps the summary analyses, on each rank (written whole)
     if window is not None:
         from ..analyze.window import label, restrict
 
         print(f"polyprof: writing {label(trace, window)}", file=sys.stderr)
         trace = restrict(trace, window)
+        path_window = None  # (what is written is the window: its path is all of it)
         if job_path is not None:  # each rank's path over the same steps
             job_path = {r: restrict(t, window) for r, t in job_path.items()}
+    elif job_path is not None:
+        from ..analyze.window import view
+
+        job_path = {r: view(t, path_window) for r, t in job_path.items()}
     if getattr(args, "derive", False):
         from ..derive import derive
 
@@ -82,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     elif getattr(args, "critical_path", False):
         from ..analyze.critical_path_track import with_critical_path
 
-        trace = with_critical_path(trace)
+        trace = with_critical_path(trace, path_window)
     fmt = by_name(args.format) if args.format else (for_output(args.output) or by_name("chrome"))
     out = fmt.write(trace, output_path(args.output), force=args.force)
     print(f"polyprof: wrote {out}", file=sys.stderr)

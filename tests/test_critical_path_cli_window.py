@@ -1,0 +1,125 @@
+"""``polyprof critical-path FILE`` and ``export --critical-path`` analyse the summary's
+window (``analyze.window.view``, AUTO). Before, both took the raw trace: a 0.05 s time
+window inside an 'epoch' section printed the whole trace's path ("critical path 474 ms
+of the trace's 4.17 s", where the summary said "413 ms of the analysed span's 413 ms"),
+and a schedule's crash journal listed every step of the run, recorded or not. Real
+recordings: OpenCL on PoCL and host-only runs under ``polyprof run``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import polyprof
+from polyprof.analyze.critical_path import step_windows
+
+from opencl_programs import EPOCH, record  # pytest puts tests/ on sys.path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+#: a host loop: steps of a 20 ms section (argv: steps, "kill": then, after a journal
+#: flush (every 0.5 s), the program kills itself, leaving the crash journal)
+LOOP = ("import os, signal, sys, time, polyprof\n"
+        "for i in range(int(sys.argv[1])):\n"
+        "    with polyprof.section('work'):\n"
+        "        time.sleep(0.02)\n"
+        "    polyprof.step()\n"
+        "if sys.argv[2] == 'kill':\n"
+        "    time.sleep(1.2)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
+
+
+def _cli(*args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "polyprof", *args], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(SRC)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def _summary_paths(path: Path) -> dict[int, int]:
+    """The summary's critical path length per step number."""
+    rec = json.loads(_cli("summary", str(path), "--json"))["tables"]["critical_path"]["records"]
+    return {int(x["step"]): int(x["path_ns"]) for x in rec}
+
+
+def _command_paths(path: Path, *more: str) -> dict[int, int]:
+    """``critical-path --json``'s length per step number (its steps are positions among
+    the trace's steps)."""
+    numbers = step_windows(polyprof.load(path))[0].tolist()
+    rec = json.loads(_cli("critical-path", str(path), "--json", *more))["critical_path"]
+    return {numbers[int(x["step"])] if numbers else -1: int(x["path_ns"]) for x in rec}
+
+
+def _track(path: Path, out: Path) -> dict[int, int]:
+    """``export --critical-path``'s slices summed per step."""
+    _cli("export", str(path), "--critical-path", "-f", "chrome", "-o", str(out))
+    d = json.loads(out.read_text())
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+    sums: dict[int, int] = {}
+    for e in ev:
+        if e.get("ph") == "X" and names.get((e["pid"], e["tid"]), "").startswith("critical path"):
+            step = int(e["args"]["step"])
+            sums[step] = sums.get(step, 0) + round(e["dur"] * 1000)
+    return sums
+
+
+@pytest.mark.opencl
+def test_a_time_window_gives_the_summarys_path(tmp_path: Path) -> None:
+    """A 50 ms window of ~100 ms steps inside an 'epoch' section (no whole step in it):
+    the command's path is the summary's, the window's, and so is the export's track."""
+    t, _ = record(tmp_path, "win", EPOCH, ["--delay", "1.0", "--duration", "0.05"], ["16", "0.1"], summary=False)
+    f = tmp_path / "win.polyprof"
+    lo, hi = t.metadata["schedule"]["windows_ns"][0]
+    summary = _summary_paths(f)
+    assert list(summary) == [-1] and summary[-1] < 2 * (hi - lo)  # the window's, not the whole 1.6 s loop's
+    assert _command_paths(f) == summary
+    assert "of the analysed span's" in _cli("critical-path", str(f)).splitlines()[0]
+    track = _track(f, tmp_path / "win.json")
+    assert list(track) == [-1] and abs(track[-1] - summary[-1]) <= 1000  # (the track's µs)
+
+
+def _run(tmp_path: Path, *args: str, how: str = "end") -> Path:
+    (tmp_path / "loop.py").write_text(LOOP)
+    out = tmp_path / "loop.polyprof"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("POLYPROF_")}, "PYTHONPATH": str(SRC)}
+    subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host", *args[:-1],
+                    "-o", str(out), "loop.py", args[-1], how], cwd=tmp_path, check=how == "end", capture_output=True,
+                   timeout=300, env=env)
+    return out if how == "end" else tmp_path / "loop.polyprof.partial"
+
+
+def test_a_schedules_crash_journal_lists_only_its_recorded_steps(tmp_path: Path) -> None:
+    """The crash journal of ``--schedule wait=2,warmup=1,active=2,repeat=2`` holds every
+    step of the run (0-11), the schedule recorded 3, 4, 8 and 9: the command and the
+    export's track hold those, as the summary, each with the summary's length (before:
+    steps 0-11, step 0 "of the step's 3.31 s")."""
+    f = _run(tmp_path, "--schedule", "wait=2,warmup=1,active=2,repeat=2", "12", how="kill")
+    summary = _summary_paths(f)
+    assert sorted(summary) == [3, 4, 8, 9] and all(v > 15_000_000 for v in summary.values())
+    assert len(step_windows(polyprof.load(f))[0]) == 12
+    assert _command_paths(f) == summary
+    track = _track(f, tmp_path / "loop.json")
+    assert sorted(track) == sorted(summary)
+    assert all(abs(track[k] - summary[k]) <= 1000 for k in summary)
+
+
+def test_a_plain_trace_leaves_its_warm_up_step_out_as_the_summary(tmp_path: Path) -> None:
+    """Steps 0-4 of a plain run: the summary leaves out step 0 (the warm-up), and so does
+    the command: its steps are still positions among the trace's steps ("step 1 (#1)"),
+    --step 0 names the window, and --all-steps gives every step back."""
+    f = _run(tmp_path, "5")
+    summary = _summary_paths(f)
+    assert sorted(summary) == [1, 2, 3, 4]
+    assert _command_paths(f) == summary
+    assert _cli("critical-path", str(f), "--step", "1").startswith("step 1 (#1): critical path ")
+    r = subprocess.run([sys.executable, "-m", "polyprof", "critical-path", str(f), "--step", "0"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert r.returncode != 0 and "--step 0: not among the analysed steps (positions 1, 2, 3, 4" in r.stderr
+    assert sorted(_command_paths(f, "--all-steps")) == [0, 1, 2, 3, 4]
+    assert sorted(_track(f, tmp_path / "loop.json")) == [1, 2, 3, 4]
