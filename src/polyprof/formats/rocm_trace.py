@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..trace import keys
+from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from ..trace.sorting import unique
@@ -78,7 +79,7 @@ def build(parts: list[Part], processes: dict[int, Process], agents: dict[tuple[i
     for note in backwards:
         log.warning("%s: %s", label, note)
     if backwards:
-        metadata = {**metadata, "warnings": [*metadata.get("warnings", []), *backwards]}
+        metadata = {**metadata, mkeys.WARNINGS: [*metadata.get(mkeys.WARNINGS, []), *backwards]}
     b = TraceBuilder()
     procs = sorted({int(g) for p in parts for g in unique(p.gpid).tolist()})
     several = len(procs) > 1
