@@ -295,6 +295,6 @@ def test_terminal_says_the_path_against_the_step():
     steps, first = np.unique(np.asarray(column(cp, "step")), return_index=True)
     path = np.median(np.asarray(column(cp, "path_ns"))[first])
     span = np.median(np.asarray(column(cp, "span_ns"))[first])
-    line = f"critical path {fmt_ns(float(path))} of the step's {fmt_ns(float(span))} (medians over {len(steps)} steps)"
+    line = f"critical path {fmt_ns(float(path))} of the step's {fmt_ns(float(span))} (start to end of its work; medians over {len(steps)} steps)"
     assert line in text
     assert text.index("Critical path") < text.index(line)

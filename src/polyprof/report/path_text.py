@@ -27,4 +27,4 @@ def path_line(cp: Table, timed: bool = False) -> str:
         what = whole if int(step[first[0]]) < 0 else f"step {int(step[first[0]])}'s"
         return f"critical path {fmt_ns(int(path[0]))} of {what} {fmt_ns(int(span[0]))} (start to end of its work)"
     return (f"critical path {fmt_ns(median(path))} of the step's {fmt_ns(median(span))} "
-            f"(medians over {len(first)} steps)")
+            f"(start to end of its work; medians over {len(first)} steps)")
