@@ -37,13 +37,13 @@ from typing import Iterator, TextIO
 
 from ..collect import signals
 from ..collect.session import Session
-from ..errors import PolyprofError
+from ..errors import OutputError, PolyprofError
 from ..lowlevel import heap
 from ..report.encoding import encodable
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..collect import options
-from ..collect.output import written_line
+from ..collect.output import foreign, per_rank, written_line
 from .thread_end import end_threads, reopened
 from .. import logs
 from . import own_output, script_exec
@@ -242,6 +242,9 @@ def _prepared(args: argparse.Namespace) -> options.SessionOptions | int:
         settings = replace(settings, output=Path(f"{stem}.polyprof"))
     if not args.module and settings.output is not None:  # before the program runs (x.polyprof's is itself)
         refuse_over_inputs(settings.output, [target], "script")
+    if settings.output is not None and foreign(per_rank(settings.output)):
+        raise OutputError(f"{per_rank(settings.output)} is there and is not a polyprof trace: refusing to replace "
+                          "it; choose another output (-o) or remove it")
     return settings
 
 

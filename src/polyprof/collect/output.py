@@ -10,9 +10,10 @@ names the file actually written, or says that none was.
 
 A file at the output is replaced, as a run again with the same output expects, unless
 another writer changed it after this session started (another run with the same
-output that ended first, the program itself): then the trace goes beside it, to the
-first free ``t.N.polyprof`` (:func:`beside`), nothing is replaced, and a warning says
-so. A session nested in another with the same output (``polyprof.profile(output=OUT)``
+output that ended first, the program itself), or it is no trace at all (``-o notes.txt``
+over the user's notes: :func:`foreign`): then the trace goes beside it, to the first
+free ``t.N.polyprof`` (:func:`beside`), nothing is replaced, and a warning says so
+(``polyprof run`` refuses such an output before the program starts). A session nested in another with the same output (``polyprof.profile(output=OUT)``
 in ``polyprof run -o OUT``) looks with the outermost one's snapshot, and the next save
 of them replaces the file the last one wrote (``again``: collect/session.py). The look
 and the rename are done under the lock file beside the output (``.NAME.polyprof-lock``,
@@ -49,6 +50,11 @@ log = logging.getLogger("polyprof")
 Stamp = Optional[tuple[int, int, int, int]]
 #: ``found`` for a write that replaces whatever is at its output
 ANY: object = object()
+#: ``found`` where the session found a file that is no trace at its output (:func:`foreign`):
+#: never replaced
+FOREIGN: object = object()
+#: how a polyprof trace begins (a zip archive: formats/native.py)
+TRACE_HEAD = b"PK\x03\x04"
 #: how many traces of other runs one output may have beside it (``t.1.polyprof`` ... ``t.N.polyprof``)
 BESIDE = 1000
 #: seconds a save waits for another run's look-and-rename at the same output (a fraction of a
@@ -119,6 +125,20 @@ def stamp(path: Path) -> Stamp:
     except OSError:
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def foreign(path: Path) -> bool:
+    """Whether a regular file at ``path`` is no polyprof trace (not a zip archive: a
+    user's notes, a script, a JSON trace of another tool), which a save must not replace.
+    An empty file counts as none (``touch t.polyprof``); a file that cannot be read is
+    left to the save to report."""
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(TRACE_HEAD)) != TRACE_HEAD
+    except OSError:
+        return False
 
 
 def beside(path: Path, n: int) -> Path:
@@ -258,10 +278,12 @@ def save(trace: Trace, requested: Path, follow_symlinks: bool = False, found: ob
     else:
         if path in (requested, requested.resolve()):
             return Written(requested, path, stamp=stamp(path))
+        what, why = (("is not a polyprof trace", "it is not a polyprof trace") if found is FOREIGN else
+                     ("was written by another run (or program) while this one ran",
+                      "another run (or program) wrote it while this one ran"))
         if at == requested:
-            log.warning("%s was written by another run (or program) while this one ran: not replaced; this "
-                        "run's trace is %s", shown_path(requested), shown_path(path))
-        return Written(requested, path, "another run (or program) wrote it while this one ran", stamp(path))
+            log.warning("%s %s: not replaced; this run's trace is %s", shown_path(requested), what, shown_path(path))
+        return Written(requested, path, why, stamp(path))
     try:
         alt = fallback_path(requested)
         write_atomic(trace, alt, follow_symlinks=False)

@@ -124,7 +124,8 @@ class Session:
         logs.to_stderr()  # a session in a program: its warnings read "polyprof: WARNING: ..."
         if self.output is not None:
             self._root = output_mod.nest_root(outer, self.output) or self
-            self._found = self._root._found if self._root is not self else output_mod.stamp(self.output)
+            self._found = self._root._found if self._root is not self else \
+                output_mod.FOREIGN if output_mod.foreign(self.output) else output_mod.stamp(self.output)
         journal_path: Path | None = None
         if outer is None and self.output is not None:
             try:  # the journal goes next to the output from the start
