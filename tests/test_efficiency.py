@@ -146,7 +146,10 @@ def test_a100_trace_finds_its_peaks_and_has_the_tables():
     pk = peaks.device_peak(t)
     assert pk is not None and pk.model == "NVIDIA A100 40GB" and pk.flops("tf32") == 156e12
     over = peaks.device_peak(t, "bf16=1e15")
-    assert over.flops("bf16") == 1e15 and over.bandwidth == 1.555e12 and "given: bf16_tensor" in over.source
+    assert over.flops("bf16") == 1e15 and over.bandwidth == 1.555e12 and over.source.endswith("given: bf16")
+    # named as the user wrote them: "fp32_tensor" read as a CPU's tensor units (an auditor)
+    both = peaks.device_peak(t, "fp32=1e14,bf16_vector=2e13")
+    assert both.flops("fp32") == 1e14 and both.source.endswith("given: bf16_vector, fp32")
 
 
 def test_roofline_on_xla_cost_stats():

@@ -188,7 +188,9 @@ def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None)
         return found
     base = found or Peak("given by hand")
     src = f"{base.source}; " if base.source else ""
-    return base._replace(rates={**base.rates, **over}, source=f"{src}given: {', '.join(sorted(over))}")
+    named = sorted({p.partition("=")[0].strip().lower() for p in override.split(",") if p.strip()}) \
+        if isinstance(override, str) else sorted(over)  # as the user wrote them (fp32, not fp32_tensor on a CPU)
+    return base._replace(rates={**base.rates, **over}, source=f"{src}given: {', '.join(named)}")
 
 
 def _matched(trace: Trace) -> Peak | None:
