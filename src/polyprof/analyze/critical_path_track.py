@@ -47,13 +47,14 @@ def with_critical_path(trace: Trace, window: WindowArg = None) -> Trace:
     """``trace`` plus the "critical path" track (the input is not changed; a trace that
     has the track already is returned as it is): the path of each step ``window``
     selects (``analyze/window.py``, as the summary's ``critical_path`` table; None: every
-    step, or the whole trace without steps)."""
+    step, or the whole trace without steps). The window's view is made for the call and
+    let go (``view(keep=False)``), not kept on ``trace``."""
     if any(t.name == TRACK and t.kind == "derived" for t in trace.tracks):
         return trace
     host = _busiest_host(trace)
     if host is None:
         return trace
-    v = view(trace, window)  # the same arrays: its rows are the trace's
+    v = view(trace, window, keep=False)  # the same arrays (its rows are the trace's), let go on return
     numbers, starts, ends = step_windows(v)
     track_names = np.array([t.name for t in trace.tracks], dtype=object)
     parts: list[tuple[np.ndarray, ...]] = []

@@ -445,15 +445,21 @@ def _key(window: WindowArg) -> str:
     return f"window:{window!r}"
 
 
-def view(trace: Trace, window: WindowArg) -> Trace:
+def view(trace: Trace, window: WindowArg, keep: bool = True) -> Trace:
     """``trace`` as the analyses of ``window`` see it: the same arrays, stats and
-    correlation, with only the selected steps. The trace itself when nothing is cut."""
+    correlation, with only the selected steps. The trace itself when nothing is cut.
+    ``keep=False``: a view not made yet is not kept on ``trace`` (it goes, with what
+    was derived on it, once the caller lets it go: the report's timeline holds one
+    rank at a time)."""
     if window is None or selection(trace) is not None:
         return trace
     sel = cache.memo(trace, _key(window), lambda t: select(t, window))
     if not sel.restricted:
         return trace
-    return cache.memo(trace, _key(window) + ":view", lambda t: _make_view(t, sel))
+    key = _key(window) + ":view"
+    if not keep and key not in trace.__dict__.get("_polyprof_memo", {}):
+        return _make_view(trace, sel)
+    return cache.memo(trace, key, lambda t: _make_view(t, sel))
 
 
 def _make_view(trace: Trace, sel: Selection) -> Trace:

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     default = Path(Path(args.file[0]).name.split(".")[0] + ".html") if len(args.file) == 1 else Path("ranks.html")
     refuse_over_inputs(args.output or default, args.file)  # before anything is read
     ranks = parts = marks = highlight = None
+    window = window_from(args)  # the summary's: the tables' and the timeline's critical path
     if is_job(args.file, args.rank):  # several files, a directory or a store: the same page for the same ranks
         from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             raise PolyprofError(f"--rank {ref}: the job has ranks {ranks.ranks}")
         ts = load_ranks(args.file)
         trace = ts.load(ref)
-        parts, marks = job_parts(ranks, ts.load, [(ref, trace)])
+        parts, marks = job_parts(ranks, ts.load, [(ref, trace)], window)
         highlight = collective_names(ranks)
         trace.metadata[mkeys.TITLE] = f"{len(ranks.ranks)} ranks (rank {ref} in detail)"
         name = Path(args.file[0]).name if len(args.file) == 1 else "ranks"
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     # analyses, timeline, page: a bar where that takes seconds (a job, a big trace)
     phases = 3 if parts or trace.n_events >= BIG_TRACE else 1
     with TaskBar(phases, f"report {out.name}") as bar:
-        report = build(trace, window_from(args))
+        report = build(trace, window)
         bar.advance()
         write(trace, out, report=report, ranks=ranks, force=args.force, parts=parts, marks=marks,
               highlight=highlight, step=bar.advance)

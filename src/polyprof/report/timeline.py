@@ -1,7 +1,8 @@
 """The data the HTML report's interactive timeline draws, built columnar from Traces.
 
-Every track of every plane (host threads, device streams, derived lines, each step's
-critical path as a track for traces up to ``MAX_CRITICAL_PATH_EVENTS``), the counters
+Every track of every plane (host threads, device streams, derived lines, the critical
+path of each step the summary analyses as a track for traces up to
+``MAX_CRITICAL_PATH_EVENTS``: ``Part.window``), the counters
 and memory series, of one trace or of a job's ranks on the aligned clock. Events go as
 binary columns (start, duration, name, correlated event), sorted by (track, lane,
 start), deflated and base64-encoded in one string that the page inflates with the
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..analyze.critical_path_track import with_critical_path
 from ..analyze.memory import memory
+from ..analyze.window import WindowArg
 from ..derive import cache
 from ..derive.intervals import nesting_depth
 from ..trace import keys
@@ -50,6 +52,9 @@ class Part(NamedTuple):
     #: draw the trace's own critical path (False: a job's ranks, whose joined path one
     #: part carries already, report/timeline_job.py)
     critical_path: bool = True
+    #: the steps the path is drawn for: the summary's window (``analyze/window.py``, as
+    #: ``polyprof critical-path``); None: every step of ``trace`` (a window's view: its own)
+    window: WindowArg = None
 
 
 def _track_order(trace: Trace) -> list[int]:
@@ -297,7 +302,7 @@ class _Timeline:
                                                                          max(self.events_span[1], b))
             self._widen(a, b)
         if part.critical_path and 0 < trace.n_events <= MAX_CRITICAL_PATH_EVENTS:
-            trace = with_critical_path(trace)
+            trace = with_critical_path(trace, part.window)  # (its view let go on return: one rank at a time)
         ev, base = trace.events, self.base
         prefix = part.label + " · " if part.label else ""
         group_of = {k: prefix + v for k, v in _plane_labels(trace).items()}

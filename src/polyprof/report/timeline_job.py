@@ -17,6 +17,7 @@ import numpy as np
 
 from ..analyze.frames import column
 from ..analyze.units import fmt_ns
+from ..analyze.window import WindowArg, view
 from ..progress import TaskBar
 from ..ranks.critical_path import align
 from ..ranks.critical_path_track import with_job_critical_path
@@ -93,27 +94,30 @@ def collective_names(job: JobReport) -> list[str]:
 
 
 def job_parts(job: JobReport, load: Callable[[int], Trace], loaded: Iterable[tuple[int, Trace]] = (),
-              ) -> tuple[Iterable[Part], list[dict[str, Any]]]:
+              window: WindowArg = None) -> tuple[Iterable[Part], list[dict[str, Any]]]:
     """(the ranks as timeline parts on the aligned clock, the straggler marks);
     ``load(rank)`` reads a rank, ``loaded`` gives ranks already read. A job of at most
     ``MAX_CRITICAL_PATH_EVENTS`` events is read whole (its ranks' critical path is joined);
     a bigger one's parts are read one rank at a time as the timeline takes them, each
-    let go once drawn (the timeline keeps its columns, not the ranks' traces)."""
+    let go once drawn (the timeline keeps its columns, not the ranks' traces). The paths
+    are of the steps ``window`` selects on each rank (the summary's window, as
+    ``polyprof critical-path``; None: every step); each rank's view of it is made for its
+    path and let go, not held beside the rank."""
     have = dict(loaded)
     off = offsets(job)
     events: Any = column(job.tables["rank_overview"], "events") if "rank_overview" in job.tables else []
     if sum(int(e) for e in events if e == e) <= MAX_CRITICAL_PATH_EVENTS:
-        parts = list(_read(job.ranks, have, load, off))
-        return _with_job_path(parts, job.ranks), straggler_marks(job, off)
-    return _OneByOne(job.ranks, have, load, off), straggler_marks(job, off)
+        parts = list(_read(job.ranks, have, load, off, window))
+        return _with_job_path(parts, job.ranks, window), straggler_marks(job, off)
+    return _OneByOne(job.ranks, have, load, off, window), straggler_marks(job, off)
 
 
 def _read(ranks: list[int], have: dict[int, Trace], load: Callable[[int], Trace],
-          off: dict[int, int]) -> Iterator[Part]:
+          off: dict[int, int], window: WindowArg = None) -> Iterator[Part]:
     with TaskBar(len(ranks), "read ranks for the timeline") as bar:
         for r in ranks:
             trace = have[r] if r in have else load(r)
-            yield Part(f"rank {r}", trace, off.get(r, 0))
+            yield Part(f"rank {r}", trace, off.get(r, 0), window=window)
             del trace
             bar.advance()
 
@@ -123,23 +127,26 @@ class _OneByOne:
     each time reads the ranks again)."""
 
     def __init__(self, ranks: list[int], have: dict[int, Trace], load: Callable[[int], Trace],
-                 off: dict[int, int]) -> None:
-        self.ranks, self.have, self.load, self.off = ranks, have, load, off
+                 off: dict[int, int], window: WindowArg = None) -> None:
+        self.ranks, self.have, self.load, self.off, self.window = ranks, have, load, off, window
 
     def __len__(self) -> int:
         return len(self.ranks)
 
     def __iter__(self) -> Iterator[Part]:
-        return _read(self.ranks, self.have, self.load, self.off)
+        return _read(self.ranks, self.have, self.load, self.off, self.window)
 
 
-def _with_job_path(parts: list[Part], ranks: list[int]) -> list[Part]:
+def _with_job_path(parts: list[Part], ranks: list[int], window: WindowArg = None) -> list[Part]:
     """The parts with the job's critical path (the ranks joined at their collectives,
     ranks/critical_path_track.py) as a track of the first, and no rank's own path, for
     jobs of at most ``MAX_CRITICAL_PATH_EVENTS`` events; else as they are (each rank's own
-    path, where its size allows)."""
+    path, where its size allows). The path is ``polyprof critical-path``'s: of the steps
+    ``window`` selects on each rank, the clocks aligned from those views (the views are
+    let go once the track is made)."""
     if not parts or sum(p.trace.n_events for p in parts) > MAX_CRITICAL_PATH_EVENTS:
         return parts
-    traces = {int(r): p.trace for r, p in zip(ranks, parts)}
-    first = parts[0]._replace(trace=with_job_critical_path(parts[0].trace, traces, align(traces)))
+    traces = {int(r): view(p.trace, window, keep=False) for r, p in zip(ranks, parts)}
+    clocks = align(traces) if len(traces) > 1 else None  # as the command: one rank keeps its clock
+    first = parts[0]._replace(trace=with_job_critical_path(parts[0].trace, traces, clocks))
     return [p._replace(critical_path=False) for p in [first] + parts[1:]]
