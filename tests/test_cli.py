@@ -366,6 +366,19 @@ def test_sql_of_more_columns_than_a_table_shows_prints_records():
     assert narrow.returncode == 0 and "┃ category" in narrow.stdout and "kernel" in narrow.stdout
 
 
+def test_sql_results_with_lists_and_structs_print_as_json():
+    """A list or struct column (``list(name)``, ``array_agg``) raised "internal error
+    (ArrowInvalid: Unsupported Type:list<l: int32>)" under --csv, and a table showed
+    Python reprs (``[Decimal('1.5')]``): both print it as JSON text (an auditor)."""
+    q = "SELECT [1, 2] AS l, {'a': 1.5::DECIMAL(4,1)} AS s, list(name ORDER BY name)[1:1] AS n FROM events"
+    r = cli("sql", "--csv", str(NCCL), q)
+    assert r.returncode == 0, r.stderr
+    header, row = r.stdout.splitlines()
+    assert header == '"l","s","n"' and row.startswith('"[1, 2]","{""a"": ""1.5""}","[""'), row
+    t = cli("sql", str(NCCL), "SELECT [1.5::DECIMAL(4,1)] AS d")
+    assert t.returncode == 0 and '["1.5"]' in t.stdout and "Decimal" not in t.stdout, t.stdout
+
+
 def test_a_narrow_counters_table_keeps_the_peak(pipeline_trace):
     """Where the counters table cannot show every column, the peak (``max``: the peak
     RSS) is the last of min / max / mean to go: at 80 columns a program's table had

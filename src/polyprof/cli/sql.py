@@ -11,11 +11,12 @@ from ..formats.duck_query import TIMEOUT_S
 from .common import Subparsers, add_window_args, count, load_trace, seconds, window_from
 
 HELP = """\
-Tables: events (plane, track_id, track, name, category, start_ns, dur_ns,
-end_ns, input_row and one column per stat, e.g. correlation_id, external_id,
-stream), flows (src, dst: the input_row of its events; id, category),
-counters (plane, name, ts_ns, value), planes, tracks; a store's have a rank
-column too. Examples:
+Tables: events (plane: its name, track_id, track, name, category, start_ns,
+dur_ns, end_ns, input_row and one column per stat, e.g. correlation_id,
+external_id, stream), flows (src, dst: the input_row of its events; id,
+category), counters (plane: its id, name, ts_ns, value), planes (id, name,
+kind, vendor, index), tracks (id, plane: its id, name, kind, tid); a store's
+have a rank column too. A plane id joins planes.id. Examples:
 
   polyprof sql trace.json.gz "SELECT name, count(*) n, sum(dur_ns)/1e6 ms
     FROM events WHERE category = 'kernel' GROUP BY name ORDER BY ms DESC
@@ -183,6 +184,7 @@ def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int
 
     import pyarrow as pa
 
+    schema, batches = _flat(schema, batches)
     if args.csv:
         import pyarrow.csv as pacsv
 
@@ -215,6 +217,31 @@ def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int
     if n > args.max_rows:
         print(f"... {n - args.max_rows} more row(s); use --max-rows or --csv", file=sys.stderr)
     return 0
+
+
+def _flat(schema: Any, batches: Iterator[Any]) -> tuple[Any, Iterator[Any]]:
+    """The result with each nested column (a list, struct or map: ``list(name)``,
+    ``{'a': 1}``) as JSON text, which CSV cannot write otherwise (it raised "Unsupported
+    Type: list<...>") and a table showed as Python reprs (``[Decimal('1.5')]``)."""
+    import pyarrow as pa
+
+    nested = [i for i, f in enumerate(schema) if pa.types.is_nested(f.type)]
+    if not nested:
+        return schema, batches
+    out = schema
+    for i in nested:
+        out = out.set(i, pa.field(schema.field(i).name, pa.string()))
+
+    def flat() -> Iterator[Any]:
+        import json  # only for a result with nested columns
+
+        for b in batches:
+            cols = list(b.columns)
+            for i in nested:
+                cols[i] = pa.array([None if v is None else json.dumps(v, default=str, ensure_ascii=False)
+                                    for v in cols[i].to_pylist()], pa.string())
+            yield pa.RecordBatch.from_arrays(cols, schema=out)
+    return out, flat()
 
 
 def _table_width(names: list[str]) -> int:
