@@ -23,7 +23,7 @@ from ..trace.factorize import factorize
 from ..trace.keys import MODULE_STATS  # (not derive.lines: a summary need not import it)
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
 from ..trace.sorting import unique, unique_inverse
-from .window import device_mask, host_mask, round_like_hta, selection, view
+from .window import counted_ns, device_mask, host_mask, round_like_hta, selection, view
 
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
 CLASS_NAMES = np.array(["compute", "communication", "memcpy", "memset"], dtype=object)
@@ -41,8 +41,10 @@ class DeviceView:  # a plain class: a NamedTuple's fields are type-checked at ev
     end: np.ndarray
     launch: np.ndarray  # launch row or -1
     span: tuple[int, int]
-    counted: np.ndarray  # bool: in the analysed window (launched in a selected step); all without one
-    dur: np.ndarray  # per-op device time: XProf's device_duration_ps where present, else end - start
+    counted: np.ndarray  # bool: in the analysed window (launched in a selected step; a time window:
+    # running in it, window.device_mask); all without one
+    dur: np.ndarray  # per-op device time: XProf's device_duration_ps where present, else end - start;
+    # in a time window, the part inside where it cuts the activity (window.counted_ns)
 
     def __init__(self, rows: np.ndarray, plane: np.ndarray, track: np.ndarray, cls: np.ndarray, start: np.ndarray,
                  end: np.ndarray, launch: np.ndarray, span: tuple[int, int], counted: np.ndarray, dur: np.ndarray):
@@ -213,7 +215,8 @@ def _view(trace: Trace) -> DeviceView:
     st, en = round_like_hta(trace, st, st + du)
     return DeviceView(rows, trace.track_plane[tr] if len(rows) else np.zeros(0, np.int32), tr,
                       activity_class(trace, rows), st, en, corr.launch,
-                      analysed_span(trace), device_mask(trace, corr.launch, st), op_durations(trace, rows, du))
+                      analysed_span(trace), device_mask(trace, corr.launch, st, en),
+                      counted_ns(trace, st, en, op_durations(trace, rows, du)))
 
 
 #: XProf's per-op device time stat (TPU XLA ops): the op's own time, which for async

@@ -19,7 +19,7 @@ from .frames import column, empty_frame, factorize, frame, labels, order_asc, or
 from .grouping import group_reduce, group_stats
 from . import nesting
 from .nesting import parents
-from .window import WindowArg, device_mask, host_mask, view
+from .window import WindowArg, counted_ns, host_mask, view
 
 if TYPE_CHECKING:
     from .table import Table
@@ -179,16 +179,20 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     (device start minus launch call end), ``graph_launch`` (the call launches a CUDA/HIP
     graph: every kernel of the graph shares its correlation id and is attributed to it
     and its op). Sorted by launch start. With a ``window``, the activities launched in
-    its steps.
+    its steps; a time window's, those running in it, ``device_duration_ns`` their part
+    inside (``window.counted_ns``, as ``kernel_breakdown`` sums them), the other columns
+    their own.
     """
     trace = view(trace, window)
     corr = cache.correlation(trace)
     steps = cache.steps(trace)
     ev = trace.events
-    has = np.flatnonzero((corr.launch >= 0) & device_mask(trace, corr.launch, ev["start_ns"][corr.device_rows]))
+    v = device_view(trace)  # its rows are corr.device_rows, its counted ones those the window counts
+    has = np.flatnonzero((corr.launch >= 0) & v.counted)
     l, d = corr.launch[has], corr.device_rows[has]
     ls, ld = ev["start_ns"][l], ev["dur_ns"][l]
-    ds, dd = ev["start_ns"][d], ev["dur_ns"][d]
+    ds = ev["start_ns"][d]
+    dd = counted_ns(trace, ds, ds + ev["dur_ns"][d], ev["dur_ns"][d])
     step_idx = steps.of(ls)
     tnames = np.array([t.name for t in trace.tracks], object)
     pnames = np.array([p.name for p in trace.planes], object)
@@ -196,7 +200,7 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     return frame({
         "launch_row": l, "device_row": d, "launch_name": trace.names(l), "name": labels[codes],
         "module": modules[codes],
-        "kind": CLASS_NAMES[device_view(trace).cls[has]],  # the view's rows are corr.device_rows
+        "kind": CLASS_NAMES[v.cls[has]],
         "plane": pnames[trace.track_plane[ev["track"][d]]] if len(d) else np.zeros(0, object),
         "stream": tnames[ev["track"][d]],
         "step": np.where(step_idx >= 0, steps.number[np.maximum(step_idx, 0)] if len(steps) else -1, -1),

@@ -39,7 +39,8 @@ them was not recorded and is counted nowhere (:func:`inside`, the one predicate 
 window counts; the time-share analyses take ``common.analysed_stretches``, under
 ``span="device"`` each stretch from its first to its last device activity). A time
 window that holds no whole step is analysed as that window (``Selection.timed``: the
-span is exactly it; device activity counted by its own start).
+span is exactly it; the device activity running in it counted for its part inside,
+:func:`counted_ns`, its launch and start may precede it).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from ..errors import WindowError
 from ..trace.core import Trace
 from ..trace.subset import take
 from ..trace import metadata_keys as mkeys
-from ..derive.intervals import union_len
+from ..derive.intervals import covered, union_len
 from .units import fmt_ns
 
 _FAR = 1 << 62
@@ -299,8 +300,9 @@ def _windows(trace: Trace) -> np.ndarray:
 def _timed(trace: Trace, steps: Steps) -> Selection | None:
     """A schedule that recorded no whole step, as the time it recorded (a time window,
     ``--delay``/``--duration``, holding no whole step): the span is its window(s),
-    clipped to the trace; events are counted as they start in it, device activity by its
-    own start (its launch may precede the window). None where it says no window."""
+    clipped to the trace; host events are counted as they start in it, device activity
+    with any part in it, for that part (:func:`device_mask`, :func:`counted_ns`; its
+    launch and start may precede the window). None where it says no window."""
     runs = _windows(trace)
     if not len(runs):
         return None
@@ -504,6 +506,27 @@ def within_ns(sel: Selection, t0: int, t1: int) -> int:
     return int((np.minimum(runs[:, 1], t1) - np.maximum(runs[:, 0], t0)).clip(0).sum())
 
 
+def part_ns(sel: Selection, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """How much of each ``[start, end)`` lies in what ``sel`` analyses (as :func:`inside`
+    and :func:`within_ns` have it): what a time window counts of the device activity
+    running through its edges (:func:`counted_ns`)."""
+    runs = np.array([[sel.lo, sel.hi]], np.int64) if sel.stretches is None else sel.stretches
+    return covered(runs[:, 0], runs[:, 1], start, end)
+
+
+def counted_ns(trace: Trace, start: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """The device time a windowed view counts of each activity (``[start, end)``, its own
+    time ``dur``): in a time window, its part inside (:func:`part_ns`) where the window
+    cuts it, so that the tables that sum device time add up to the time the device-time
+    breakdown covers; ``dur`` otherwise (a step window counts what its steps launched,
+    whole)."""
+    sel = selection(trace)
+    if sel is None or not sel.timed or not len(start):
+        return dur
+    part = part_ns(sel, start, end)
+    return np.where(part < end - start, part, dur).astype(np.asarray(dur).dtype)
+
+
 def host_mask(trace: Trace, start_ns: np.ndarray) -> np.ndarray:
     """Which host events (by start time) a windowed view counts: those starting in a
     selected step (in a time window: in it); every one for a trace analysed whole."""
@@ -513,13 +536,17 @@ def host_mask(trace: Trace, start_ns: np.ndarray) -> np.ndarray:
     return inside(sel, start_ns)
 
 
-def device_mask(trace: Trace, launch: np.ndarray, start_ns: np.ndarray) -> np.ndarray:
+def device_mask(trace: Trace, launch: np.ndarray, start_ns: np.ndarray,
+                end_ns: np.ndarray | None = None) -> np.ndarray:
     """Which device activities a windowed view counts: launched in a selected step (with
-    no known launch: started in one); in a time window, those that start in it (their
-    launch may precede it)."""
+    no known launch: started in one); in a time window, those with any part inside it
+    (:func:`part_ns`; their launch may precede it, their start too), or, without
+    ``end_ns``, those that start in it."""
     sel = selection(trace)
     if sel is None:
         return np.ones(len(start_ns), bool)
+    if sel.timed and end_ns is not None:
+        return inside(sel, start_ns) | (part_ns(sel, start_ns, end_ns) > 0)
     ev = trace.events
     t = start_ns if sel.timed or not len(start_ns) else np.where(
         launch >= 0, ev["start_ns"][np.maximum(launch, 0)], start_ns)
@@ -547,8 +574,9 @@ def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np
 def restrict(trace: Trace, window: WindowArg) -> Trace:
     """A new trace with only what the analyses of ``window`` count (``polyprof export
     --steps``): device activity launched in the selected steps (no known launch: started
-    in them), every other event that starts in them, the flows between kept events and
-    the counters inside. The trace itself when the window selects everything."""
+    in them; a time window's: running in it, :func:`device_mask`), every other event that
+    starts in them, the flows between kept events and the counters inside. The trace
+    itself when the window selects everything."""
     v = view(trace, window)
     sel = selection(v)
     if sel is None:
@@ -557,9 +585,9 @@ def restrict(trace: Trace, window: WindowArg) -> Trace:
     keep = host_mask(v, ev["start_ns"])
     corr = cache.correlation(trace)
     rows = corr.device_rows
-    keep[rows] = device_mask(v, corr.launch, ev["start_ns"][rows])
-    hi = max(sel.hi, int((ev["start_ns"][rows] + ev["dur_ns"][rows])[keep[rows]].max())) if keep[rows].any() \
-        else sel.hi
+    end = ev["start_ns"][rows] + ev["dur_ns"][rows]
+    keep[rows] = device_mask(v, corr.launch, ev["start_ns"][rows], end)
+    hi = max(sel.hi, int(end[keep[rows]].max())) if keep[rows].any() else sel.hi
     ranges = [(sel.lo, hi)] if sel.stretches is None else [
         (int(a), int(b)) for a, b in sel.stretches[:-1].tolist()] + [(int(sel.stretches[-1, 0]), hi)]
     out = take(trace, keep, counter_ranges=ranges)
