@@ -437,7 +437,7 @@ def why_not_a_trace(path: Path) -> str:
     except TraceFormatError:  # a compressed database damaged or past the limits: its rank fails saying so
         return ""
     if fmt is not None:
-        return "" if fmt.name != "chrome-json" or _json_trace(path, head) else "JSON, not a Chrome/Kineto trace"
+        return "" if fmt.name != "chrome-json" or _json_trace(path, head) else _other_json(head, path)
     if any(f.claim is not None and f.claim(head, path) for f in readers()):
         return ""
     body = head[2:] if head.startswith(b"GZ") else head
@@ -445,6 +445,15 @@ def why_not_a_trace(path: Path) -> str:
             or any(head.startswith(m) for m in _OTHER_COMPRESSION):
         return ""  # a trace polyprof cannot read as it is: the rank fails saying what to do
     return "not a format polyprof reads"
+
+
+def _other_json(head: bytes, path: Path) -> str:
+    """:func:`why_not_a_trace` of a JSON file that is no Chrome/Kineto trace: whose it is
+    where its name or first keys say (rocprofv3 --att's viewer files), else that."""
+    from .rocprof_compute import is_thread_trace_head  # (a JSON file no reader takes: whose it is)
+
+    return ("rocprofv3 thread trace (--att) output, for ROCprof Compute Viewer" if is_thread_trace_head(head, path)
+            else "JSON, not a Chrome/Kineto trace")
 
 
 def _why_not_xz(path: Path) -> str:

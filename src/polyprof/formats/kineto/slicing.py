@@ -260,6 +260,10 @@ def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]) ->
     elif isinstance(doc, dict):
         events = doc.pop("traceEvents", None)
         if not isinstance(events, list):
+            from ..rocprof_compute import thread_trace_json  # (a JSON object that is no trace: whose it is)
+
+            if events is None and (att := thread_trace_json(path, doc)):
+                raise TraceFormatError(path, att)
             what = "no 'traceEvents' list" if events is None else \
                 f"'traceEvents' is a {type(events).__name__}, not a list"
             shown = ", ".join(list(doc)[:8])
