@@ -111,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
     from ..ranks.what_if import what_if_op
 
     asks = _what_ifs(args.what_if)
+    from .memory_check import check_memory  # (light: imports fits only where the inputs do not clearly fit)
+
+    check_memory("critical-path", args.file)
     traces = _traces(args.file, window_from(args))
     for r, _, _ in asks:
         if r not in traces:

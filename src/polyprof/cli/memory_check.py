@@ -17,16 +17,27 @@ def is_json_trace(path: str) -> bool:
     return detect(path) in ("kineto", "chrome-json")
 
 
+#: the commands that hold every rank in this one process (``critical-path``: its graphs
+#: join the ranks), each with the command whose measured estimate is its own: the peak of
+#: ``critical-path`` on a Kineto trace is the summary's (docs/reliability.md, "Memory")
+ALL_RANKS_AT_ONCE = {"critical-path": "summary"}
+
+
 def check_memory(command: str, files: list[str], windows: bool = False, rank: int | None = None,
                  jobs: int | None = None) -> None:
     """One line, before reading, where ``command`` (``summary``, ``summary-json``,
-    ``report``, ``export``) would not fit: a JSON file given alone, each rank of a store
-    not summarised window by window (with ``windows``: ``summary``'s default steps,
-    ranks/stepwise.py), or the ranks of a directory or of several files read at once
-    (:func:`check_job`); ``rank``: only that rank of a store; ``jobs``: ``-j``."""
+    ``report``, ``export``, ``critical-path``) would not fit: a JSON file given alone,
+    each rank of a store not summarised window by window (with ``windows``: ``summary``'s
+    default steps, ranks/stepwise.py), or the ranks of a directory or of several files
+    read at once (:func:`check_job`); ``rank``: only that rank of a store; ``jobs``:
+    ``-j``. A command of :data:`ALL_RANKS_AT_ONCE`: all its ranks, however given, summed
+    (:func:`check_all`)."""
     from .ranks import is_job, is_store
 
-    if len(files) == 1 and is_store(files[0]):
+    if command in ALL_RANKS_AT_ONCE:
+        if not _clearly_fits(files):
+            check_all(command, files)
+    elif len(files) == 1 and is_store(files[0]):
         from ..ranks import fits  # only for a store or a JSON trace: an XSpace needs no bound
         from ..store.manifest import read_manifest
 
@@ -80,6 +91,24 @@ def check_job(command: str, files: list[str], rank: int | None = None, jobs: int
     fits.check_fits(f"{what} ({len(sources)} ranks, polyprof {command.replace('-json', ' --json')})", need,
                     "analyse fewer ranks at once (-j 1), convert them to a store (polyprof convert), which is "
                     "read rank by rank, or analyse them on a machine with more memory")
+
+
+def check_all(command: str, files: list[str]) -> None:
+    """A command that reads every rank into this one process (:data:`ALL_RANKS_AT_ONCE`):
+    one trace file, a store, a directory or several files, each rank's need (as the
+    command it is measured as) summed over this process's base."""
+    from ..ranks import fits  # only where the inputs do not clearly fit
+    from ..ranks.sources import resolve
+
+    sources = resolve(files if len(files) > 1 else files[0])
+    like = ALL_RANKS_AT_ONCE[command]
+    need = fits.BASE_BYTES + sum(_source_need(s, like) - fits.BASE_BYTES for s in sources)
+    what = files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more"
+    if len(sources) > 1:
+        fits.check_fits(f"{what} ({len(sources)} ranks, polyprof {command}: every rank held at once)", need,
+                        "give it fewer ranks' files, or analyse them on a machine with more memory")
+    else:
+        fits.check_fits(f"{what} (polyprof {command})", need, "analyse it on a machine with more memory")
 
 
 def _source_need(source: object, command: str) -> int:
