@@ -47,7 +47,12 @@ def _kernel_durations(trace: polyprof.Trace) -> np.ndarray:
     return trace.dur_ns[cats == "kernel"]
 
 
-def _check(whole: polyprof.Trace, damaged: polyprof.Trace, caplog: pytest.LogCaptureFixture, said: str) -> None:
+def _check(good: Path, bad: Path, caplog: pytest.LogCaptureFixture, said: str) -> None:
+    """``bad`` (``good`` with one kernel damaged) loads with that kernel kept, 0 ns long,
+    and ``said`` in its warnings and in a logged warning."""
+    whole = polyprof.load(good)
+    with caplog.at_level(logging.WARNING):
+        damaged = polyprof.load(bad)
     assert damaged.n_events == whole.n_events  # kept, not left out
     kw, kd = _kernel_durations(whole), _kernel_durations(damaged)
     assert len(kw) == len(kd) and (kd >= 0).all()
@@ -59,10 +64,7 @@ def _check(whole: polyprof.Trace, damaged: polyprof.Trace, caplog: pytest.LogCap
 def test_nsys_export(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     bad = _edited(SAXPY, tmp_path / "neg.sqlite", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = start - 5000 "
                                                   "WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
-    whole = polyprof.load(SAXPY)
-    with caplog.at_level(logging.WARNING):
-        damaged = polyprof.load(bad)
-    _check(whole, damaged, caplog, f"1 row(s) of CUPTI_ACTIVITY_KIND_KERNEL {SAID}")
+    _check(SAXPY, bad, caplog, f"1 row(s) of CUPTI_ACTIVITY_KIND_KERNEL {SAID}")
     r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(bad)], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0 and "CUPTI_ACTIVITY_KIND_KERNEL end before they start" in r.stderr, r.stderr
@@ -78,10 +80,7 @@ def test_nsys_stats_csv(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Non
     good, bad = tmp_path / "good" / GPU_CSV.name, tmp_path / "bad" / GPU_CSV.name  # the report alone
     shutil.copy(GPU_CSV, good)
     bad.write_text("".join(lines))
-    whole = polyprof.load(good)
-    with caplog.at_level(logging.WARNING):
-        damaged = polyprof.load(bad)
-    _check(whole, damaged, caplog, f"1 row(s) of cuda_gpu_trace {SAID}")
+    _check(good, bad, caplog, f"1 row(s) of cuda_gpu_trace {SAID}")
 
 
 def test_nvprof(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -89,20 +88,14 @@ def test_nvprof(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     plain.write_bytes(lzma.decompress(NVVP.read_bytes()))
     bad = _edited(plain, tmp_path / "neg.nvvp", "UPDATE CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL SET \"end\" = start - 1 "
                   "WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)")
-    whole = polyprof.load(plain)
-    with caplog.at_level(logging.WARNING):
-        damaged = polyprof.load(bad)
-    _check(whole, damaged, caplog, f"1 row(s) of CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL {SAID}")
+    _check(plain, bad, caplog, f"1 row(s) of CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL {SAID}")
 
 
 def test_rpd(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     bad = _edited(MATMUL, tmp_path / "neg.rpd", "UPDATE rocpd_op SET \"end\" = start - 5000 WHERE id = (SELECT "
                   "min(o.id) FROM rocpd_op o JOIN rocpd_string s ON s.id = o.opType_id WHERE s.string = "
                   "'KernelExecution')")
-    whole = polyprof.load(MATMUL)
-    with caplog.at_level(logging.WARNING):
-        damaged = polyprof.load(bad)
-    _check(whole, damaged, caplog, SAID)
+    _check(MATMUL, bad, caplog, SAID)
 
 
 def test_rocpd(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -113,10 +106,7 @@ def test_rocpd(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     con.close()
     bad = _edited(good, tmp_path / "neg.db", f"UPDATE {table} SET \"end\" = start - 5000 WHERE id = "
                   f"(SELECT min(id) FROM {table})")
-    whole = polyprof.load(good)
-    with caplog.at_level(logging.WARNING):
-        damaged = polyprof.load(bad)
-    _check(whole, damaged, caplog, SAID)
+    _check(good, bad, caplog, SAID)
 
 
 def test_rocprofv3_json(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -125,10 +115,7 @@ def test_rocprofv3_json(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Non
     k["end_timestamp"] = k["start_timestamp"] - 5000
     bad = tmp_path / "neg_results.json"
     bad.write_text(json.dumps(doc))
-    whole = polyprof.load(ROCPROF_JSON)
-    with caplog.at_level(logging.WARNING):
-        damaged = polyprof.load(bad)
-    _check(whole, damaged, caplog, SAID)
+    _check(ROCPROF_JSON, bad, caplog, SAID)
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["tokenizer", "python"])
