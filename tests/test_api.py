@@ -71,13 +71,15 @@ def test_decorator_begin_end_mark_counter_step():
 
 def test_step_as_a_block_makes_the_block_one_step():
     """``with polyprof.step():`` (as JAX's StepTraceAnnotation) raised TypeError: step()
-    returned None. The block is one step: entering the first ends the set-up (step 0),
-    leaving each ends its step, and the next block begins there (the loop's own time goes
-    to it), so the blocks' steps tile the loop from the first entry to the last exit."""
+    returned None. The block is one step: the first block is step 0, from its entry (the
+    set-up before it is in no step; before, it was step 0), leaving each block ends its
+    step, and the next block begins there (the loop's own time goes to it), so the blocks'
+    steps tile the loop from the first entry to the last exit."""
     import time
 
     with polyprof.profile(plugins=["host"]) as prof:
         time.sleep(0.01)  # set-up
+        before = time.perf_counter_ns()
         enter, leave, exited = [], [], []
         for i in range(4):
             with polyprof.step():
@@ -91,15 +93,16 @@ def test_step_as_a_block_makes_the_block_one_step():
     tr = prof.trace
     steps = np.flatnonzero(tr.categories() == "step")
     steps = steps[np.argsort(tr.start_ns[steps])]
-    assert tr.stats["step"].lookup(steps)[1].tolist() == [0, 1, 2, 3, 4]  # set-up, then one per block
+    assert tr.stats["step"].lookup(steps)[1].tolist() == [0, 1, 2, 3]  # one per block
     start, end = tr.start_ns[steps], tr.end_ns[steps]
     assert np.all(start[1:] == end[:-1])
-    assert np.all(start[1:] <= np.array(enter)) and np.all(np.array(leave) <= end[1:])  # each block in its step
+    assert before <= start[0] <= enter[0]  # step 0 begins at the first block's entry
+    assert np.all(start <= np.array(enter)) and np.all(np.array(leave) <= end)  # each block in its step
     # each step ends at its block's exit, the last one too (not at the session's end, 10 ms
     # later): between the clock reads just before and after it, whatever the machine's load
-    assert np.all(np.array(leave) <= end[1:]) and np.all(end[1:] <= np.array(exited))
+    assert np.all(np.array(leave) <= end) and np.all(end <= np.array(exited))
     body = _rows(tr, "body")
-    assert [int(np.searchsorted(start, tr.start_ns[r], "right")) - 1 for r in np.sort(body)] == [1, 2, 3, 4]
+    assert [int(np.searchsorted(start, tr.start_ns[r], "right")) - 1 for r in np.sort(body)] == [0, 1, 2, 3]
     with polyprof.step():  # no session: nothing, no error
         pass
 

@@ -88,6 +88,9 @@ class Recorder:
         #: where plain and block ``polyprof.step()`` calls put boundaries (collect/steps.py)
         self.step_ended_by_block = self.step_absorbed = self.step_call_open = False
         self.step_depth = self.step_forms = 0
+        #: the first call was a block's, entered at step_begin: step 0 begins there (collect/steps.py)
+        self.step_first_block = False
+        self.step_begin: int | None = None
         #: steps detected in an unmodified program (auto_step): the trace's steps when the
         #: program never calls polyprof.step(); told to ``auto_listeners`` (a session's
         #: schedule or window), never to ``step_listeners`` (torch's ProfilerStep ranges)
@@ -313,16 +316,17 @@ def counter(name: str, value: float) -> None:
 
 class StepBlock:
     """What :func:`step` returns: ``with polyprof.step(): ...`` makes the block one step
-    (as JAX's ``StepTraceAnnotation``): entering it ends what ran before (the program's
-    set-up: step 0), leaving it ends the block's step, and the next block begins where
-    that one ended (the loop's own time goes to it). Mixed with plain calls: collect/steps.py."""
+    (as JAX's ``StepTraceAnnotation``): the first block is step 0, from its entry (what
+    ran before is the program's set-up, in no step), leaving a block ends its step, and
+    the next block begins where that one ended (the loop's own time goes to it). Mixed
+    with plain calls: collect/steps.py."""
 
     __slots__ = ()
 
     def __enter__(self) -> None:
         rec = _recorder
         if rec is not None and rec.active:
-            steps.on_enter(rec)
+            steps.on_enter(rec, _now())
 
     def __exit__(self, *exc: object) -> None:
         rec = _recorder
@@ -334,10 +338,12 @@ _BLOCK = StepBlock()
 
 
 def step() -> StepBlock:
-    """End the current step and begin the next (call once per training iteration), or,
-    as ``with polyprof.step():``, make the block one step (:class:`StepBlock`)."""
+    """End the current step and begin the next (call once per training iteration; what
+    runs before the first call is step 0), or, as ``with polyprof.step():``, make the
+    block one step (:class:`StepBlock`; the first block is step 0)."""
     rec = _recorder
-    if rec is not None and rec.active and steps.on_call(rec):
+    # the first call: its caller's frame says whether a `with` enters it (collect/steps.py)
+    if rec is not None and rec.active and steps.on_call(rec, None if rec.explicit_steps else sys._getframe(1)):
         _next_step(rec)
     return _BLOCK
 
