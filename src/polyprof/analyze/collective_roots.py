@@ -22,8 +22,15 @@ Where the root is written:
   collective), or, where the counts differ, the one root they all name.
 
 A group rank is mapped to the global rank through the collective's ``Process Group
-Ranks`` where listed, else the trace's one process group (``distributedInfo``), else
-taken as the global rank (right for the default group). -1: unknown.
+Ranks`` where listed, else the ranks ``distributedInfo`` lists for the group it names
+(``Process Group Name``; for gloo's ranges, which name none, the group whose worker
+threads ran it: ``process_groups.gloo_groups``), else the trace's one process group.
+Where the trace lists several groups and the collective's is not told, the root is the
+global rank every group it may be in (the rank's own groups) maps it to, -1 where they
+disagree; where none are listed it is taken as the global rank (right for the default
+group), unless the rank's gloo work ran in several groups (-1). -1: unknown. Before, a
+subgroup's root was read as that global rank: gloo's ``c10d::broadcast_(..., src=3,
+group=[1, 3])`` names root 1.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.sorting import unique, unique_inverse
-from .process_groups import group_ranks
+from .process_groups import group_ranks, listed_groups, own_rank
 
 #: the root sends to every other rank: a receiver cannot end before the root began
 ROOT_SENDS = frozenset({"broadcast", "scatter"})
@@ -67,41 +74,71 @@ def _int(x: object) -> int:
         return -1
 
 
-def _global(root: int, ranks: object, default: list[int] | None) -> int:
-    """The global rank of group rank ``root``: through the collective's listed group
-    ranks (``Process Group Ranks``, JSON text or a list), else the trace's one group."""
-    listed = json_arg(ranks)
-    for group in (listed, default):
-        if isinstance(group, list) and 0 <= root < len(group) and all(isinstance(r, int) for r in group):
-            return int(group[root])
-    return root
+def _global(root: int, groups: list[list[int]] | None) -> int:
+    """The global rank of group rank ``root``: as it is where ``groups`` is None (no group
+    known: the default group's); else the one global rank every group of ``groups`` (the
+    ones the collective may be in; one too small to have that rank is not its) maps it to,
+    -1 where they disagree or none has it."""
+    if groups is None or root < 0:
+        return root
+    got = {g[root] for g in groups if root < len(g)}
+    return int(got.pop()) if len(got) == 1 else -1
+
+
+def _groups(trace: Trace, n: int, st: dict[str, np.ndarray], unsure: np.ndarray | None
+            ) -> list[list[list[int]] | None]:
+    """Per row, the groups its collective may be in (see :func:`_global`): its listed
+    ``Process Group Ranks``; else the listed group its ``Process Group Name`` names; else
+    the trace's one group; else, several listed, those the rank is in (every listed one
+    where the rank is not given); else (none listed) [] for an ``unsure`` row and None."""
+    listed, names = st.get("Process Group Ranks"), st.get("Process Group Name")
+    by_name, default, rank = listed_groups(trace), group_ranks(trace), own_rank(trace)
+    mine = [g for g in by_name.values() if rank is None or rank in g]
+    out: list[list[list[int]] | None] = []
+    for i in range(n):
+        ranks = json_arg(listed[i]) if listed is not None else None
+        name = names[i] if names is not None else None
+        if isinstance(ranks, list) and ranks and all(isinstance(r, int) for r in ranks):
+            out.append([ranks])
+        elif name is not None and str(name) in by_name:
+            out.append([by_name[str(name)]])
+        elif default is not None:
+            out.append([default])
+        elif by_name:
+            out.append(mine)
+        else:
+            out.append([] if unsure is not None and unsure[i] else None)
+    return out
 
 
 def roots(trace: Trace, rows: np.ndarray, ops: np.ndarray, start: np.ndarray, st: dict[str, np.ndarray],
-          enclosing: np.ndarray) -> np.ndarray:
+          enclosing: np.ndarray, unsure: np.ndarray | None = None) -> np.ndarray:
     """The global root rank of each collective row (-1: unknown, or not rooted).
     ``ops``: the rows' collectives (normalised); ``start``: their start times; ``st``:
-    their comms args (``Rank``, ``Process Group Ranks``); ``enclosing``: the row of
-    the host op that made a point-to-point row this collective (-1: none)."""
+    their comms args (``Rank``, ``Process Group Ranks``, ``Process Group Name``);
+    ``enclosing``: the row of the host op that made a point-to-point row this collective
+    (-1: none); ``unsure``: the rows whose group the trace does not tell though the rank
+    worked in several (``process_groups.gloo_groups``)."""
     out = np.full(len(rows), -1, np.int64)
     rooted = np.flatnonzero(np.isin(ops, list(ROOTED))) if len(rows) else np.zeros(0, np.int64)
     if not len(rooted):
         return out
-    default = group_ranks(trace)
+    group = np.full(len(rows), -1, np.int64)  # the group rank of the root, as the trace names it
     for i in rooted.tolist():
-        r = _int(st["Rank"][i]) if st.get("Rank") is not None else -1
-        if r >= 0:
-            out[i] = _global(r, st["Process Group Ranks"][i] if "Process Group Ranks" in st else None, default)
-    ask = rooted[out[rooted] < 0]
+        group[i] = _int(st["Rank"][i]) if st.get("Rank") is not None else -1
+    ask = rooted[group[rooted] < 0]
     wrapped = ask[enclosing[ask] >= 0]  # an enclosing c10d::gather_ / scatter_: its own root
     if len(wrapped):
-        got = _c10d_roots(trace, enclosing[wrapped], ops[wrapped])
-        out[wrapped] = [_global(int(g), None, default) if g >= 0 else -1 for g in got.tolist()]
+        group[wrapped] = _c10d_roots(trace, enclosing[wrapped], ops[wrapped])
     for op in sorted(set(ops[rooted].tolist())):
-        mine = rooted[(ops[rooted] == op) & (out[rooted] < 0) & (enclosing[rooted] < 0)]
+        mine = rooted[(ops[rooted] == op) & (group[rooted] < 0) & (enclosing[rooted] < 0)]
         if len(mine):
-            got = _posted_roots(trace, op, start[mine])
-            out[mine] = [_global(int(g), None, default) if g >= 0 else -1 for g in got.tolist()]
+            group[mine] = _posted_roots(trace, op, start[mine])
+    found = rooted[group[rooted] >= 0]
+    if len(found):
+        groups = _groups(trace, len(found), {k: v[found] for k, v in st.items() if v is not None},
+                         unsure[found] if unsure is not None else None)
+        out[found] = [_global(int(g), c) for g, c in zip(group[found].tolist(), groups)]
     return out
 
 

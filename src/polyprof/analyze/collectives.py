@@ -28,7 +28,9 @@ inside one such op are one collective (from the first one's start to the last on
 end). Sends and receives outside any (``isend``/``irecv``, ``batch_isend_irecv``: a bare
 ``coalesced`` group names no collective) stay transfers.
 
-Each row gets a ``key`` (process group and operation) and ``seq``: the collective's
+Each row gets a ``key`` (process group and operation; gloo's ranges name no group: the
+one their worker thread tells, ``process_groups.gloo_groups``, the default group's
+keeping the bare op) and ``seq``: the collective's
 sequence number in its process group where the trace has one on every collective of the
 key (``Seq``, which recent PyTorch writes with the comms args), else its position among
 the rank's collectives of that key in time order (the k-th collective of a communicator
@@ -59,7 +61,7 @@ from .collective_roots import json_arg, roots
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
 from .inputs import cpu_comm_rows, xla_host_rows
-from .process_groups import group_ranks, known_group_sizes
+from .process_groups import gloo_groups, group_ranks, known_group_sizes
 from .table import Table
 from .window import inside, selection
 
@@ -317,10 +319,12 @@ def _collective_table(trace: Trace) -> Table:
     by_row = np.argsort(rows, kind="stable")  # stat lookups want ascending rows
     rows, start, end = rows[by_row], start[by_row], end[by_row]
     st = _with_op_args(trace, rows, _stats(trace, rows))
-    coll, pg_v, dtype = st["Collective name"], st["Process Group Name"], st["dtype"]
+    names = trace.names(rows) if len(rows) else np.zeros(0, object)
+    pg_v, world, unsure = gloo_groups(trace, rows, names, st["Process Group Name"])  # gloo's: by their thread
+    st = {**st, "Process Group Name": pg_v}
+    coll, dtype = st["Collective name"], st["dtype"]
     n_in, n_out, group = _num(st["In msg nelems"]), _num(st["Out msg nelems"]), _num(st["Group size"])
     group = known_group_sizes(trace, group, pg_v)
-    names = trace.names(rows) if len(rows) else np.zeros(0, object)
     ops = np.array([normalise_op(str(c) if c else str(n)) for c, n in zip(coll, names)], object)
     size = np.fromiter((DTYPE_BYTES.get(str(d).lower(), 0) if d is not None else 0 for d in dtype),
                        np.int64, len(rows))
@@ -333,14 +337,14 @@ def _collective_table(trace: Trace) -> Table:
         nbytes[xla] = hlo_bytes(trace, rows[xla])
     peer, peer_from, posted = _peers(trace, rows, ops, host, st)
     ops, peer, peer_from, grouped = _group_ops(trace, rows, ops, host, posted, peer, peer_from)
-    root = roots(trace, rows, ops, start, st, grouped)  # rooted collectives' root rank (-1: unknown)
+    root = roots(trace, rows, ops, start, st, grouped, unsure)  # rooted collectives' root rank (-1: unknown)
     o = np.argsort(start, kind="stable")  # time order (of the ranges: the order ranks/critical_path.py takes)
     o = _one_per_group(o, grouped, start)
     at = np.maximum(posted, 0)
     start = np.where(posted >= 0, np.minimum(trace.start_ns[at], start), start)
     start, end = _group_spans(grouped, start, end)
     pg = np.array([str(x) if x is not None else "" for x in pg_v[o]], object)
-    keys_ = np.array([f"{g}/{op}" if g else op for g, op in zip(pg, ops[o])], object)
+    keys_ = np.array([f"{g}/{op}" if g and not w else op for g, w, op in zip(pg, world[o], ops[o])], object)
     seq, seq_from = _sequence(keys_, _num(st["Seq"][o], -1))
     return frame({"key": keys_, "seq": seq, "seq_from": seq_from, "op": ops[o], "pg": pg, "name": names[o],
                   "start_ns": start[o].astype(np.int64), "end_ns": end[o].astype(np.int64),

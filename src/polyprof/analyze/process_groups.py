@@ -7,6 +7,7 @@ import numpy as np
 
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
+from ..trace.sorting import unique
 
 
 def group_ranks(trace: Trace) -> list[int] | None:
@@ -56,3 +57,85 @@ def known_group_sizes(trace: Trace, group: np.ndarray, pg: np.ndarray) -> np.nda
         name = pg[i]
         out[i] = sizes.get(str(name), 0) if name not in (None, "") else unnamed
     return out
+
+
+#: the worker threads of each gloo process group torch.distributed makes: ProcessGroupGloo's
+#: default options, which ``_new_process_group_helper`` leaves as they are
+GLOO_THREADS = 2
+#: the name prefix of gloo's work ranges (``gloo:broadcast``), each on a worker thread of its group
+GLOO_PREFIX = "gloo:"
+
+
+def listed_groups(trace: Trace) -> dict[str, list[int]]:
+    """The process groups ``distributedInfo.pg_config`` lists (those the rank is in), by
+    name (``pg_name``), with their global ranks, in the order listed (the order they were
+    made); those without a name or a list of ranks left out."""
+    info = distributed_info(trace)
+    pgs = info.get("pg_config") if info is not None else None
+    out: dict[str, list[int]] = {}
+    for c in pgs if isinstance(pgs, list) else []:
+        ranks = c.get("ranks") if isinstance(c, dict) else None
+        if isinstance(c, dict) and c.get("pg_name") is not None and isinstance(ranks, list) \
+                and all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+            out[str(c["pg_name"])] = ranks
+    return out
+
+
+def group_count(trace: Trace) -> int:
+    """How many process groups the job made (``distributedInfo.pg_count``; 0: not given).
+    ``pg_config`` lists only those the rank is in."""
+    info = distributed_info(trace)
+    n = info.get("pg_count") if info is not None else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
+
+
+def own_rank(trace: Trace) -> int | None:
+    """The trace's global rank (``distributedInfo.rank``), None where not given."""
+    info = distributed_info(trace)
+    r = info.get("rank") if info is not None else None
+    return r if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else None
+
+
+def gloo_groups(trace: Trace, rows: np.ndarray, names: np.ndarray, pg: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pg, world, unsure) for collective rows (``names``: their event names; ``pg``: their
+    ``Process Group Name``, None where not given). gloo's work ranges name no group; the
+    thread each ran on does: a gloo process group runs its work on threads of its own
+    (:data:`GLOO_THREADS`), made when the group was made, and a rank makes a group only
+    where it is in it. So where the job made several groups (``pg_count``, or several
+    listed), a rank in one (``pg_config`` lists those the rank is in) ran all its gloo work
+    in that one; a rank in several, on ``GLOO_THREADS`` threads per group (each group's
+    seen working), ran each group's on the next threads in thread-id order (ids are handed
+    out in the order threads are made; the groups are listed in the order made). ``pg``
+    gets those names; ``world``: the rows told to be the default group's (listed first:
+    the group made first), whose key stays the bare op, as that of a collective whose
+    group is not told (a subgroup's is ``group/op``; so ranks that tell and ranks that
+    cannot still match the world's). ``unsure``: the gloo rows whose group the trace does not tell although
+    the rank worked in several groups (several listed and not told apart; or, none
+    listed, more threads than one group has): their root, a rank of that group, cannot
+    be mapped to the global rank."""
+    pg = pg.copy()
+    unsure, world = np.zeros(len(rows), bool), np.zeros(len(rows), bool)
+    mine = np.flatnonzero(np.char.startswith(np.asarray(names, str), GLOO_PREFIX) & (pg == None)) \
+        if len(rows) else np.zeros(0, np.int64)  # noqa: E711
+    if not len(mine):
+        return pg, world, unsure
+    groups, rank = listed_groups(trace), own_rank(trace)
+    tracks = np.asarray(trace.events["track"][rows[mine]], np.int64)
+    tid, plane = np.zeros(len(trace.tracks), np.int64), np.zeros(len(trace.tracks), np.int64)
+    for tr in trace.tracks:  # per track (a few), by its id
+        tid[tr.id], plane[tr.id] = tr.tid, tr.plane
+    tid, plane = tid[tracks], plane[tracks]
+    threads = unique(tid)
+    if not groups or (len(groups) == 1 and group_count(trace) < 2):  # the job made one group, or none listed
+        unsure[mine] = not groups and len(threads) > GLOO_THREADS
+        return pg, world, unsure
+    member = [n for n, ranks in groups.items() if rank is not None and rank in ranks]
+    if len(member) == 1:
+        pg[mine] = member[0]
+    elif member and len(unique(plane)) == 1 and len(threads) == GLOO_THREADS * len(member) and threads.min() > 0:
+        pg[mine] = np.asarray(member, object)[np.searchsorted(threads, tid) // GLOO_THREADS]
+    else:
+        unsure[mine] = True
+    world[mine] = pg[mine] == next(iter(groups))
+    return pg, world, unsure

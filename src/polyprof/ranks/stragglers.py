@@ -150,14 +150,33 @@ def _held_by(group: np.ndarray, rank: np.ndarray, arr: np.ndarray, end: np.ndarr
     before = group[np.maximum(p, 0)]
     inherit = ((p >= 0) & (gap[last_row] >= 0) & (others < np.iinfo(np.int64).max)
                & (wait[np.maximum(p, 0)] > slack) & (gap[last_row] <= others + slack)
-               & ((first_out[before] + slack[before] < last[before]) | _outside(group, rank, before)))
-    up = np.where(inherit, before, np.arange(n))
-    for _ in range(64):  # to the first of each chain (pointer jumping)
+               & ((first_out[before] + slack[before] < last[before]) | _outside(group, rank, before))
+               & _earlier(last, before))
+    return rank[last_row][chain_ends(np.where(inherit, before, np.arange(n)))]
+
+
+def _earlier(last: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """Per collective c, whether the last arrival at collective ``before[c]`` came before
+    c's: the waiting at c may be passed on to it only then (a cause before its effect).
+    Within the clocks' bound two collectives could otherwise each pass theirs to the
+    other, a cycle with no first rank; so every chain of them ends."""
+    return last[before] < last
+
+
+def chain_ends(up: np.ndarray) -> np.ndarray:
+    """The end of each one's chain of ``up`` (``up[i]``: the next after i, i itself at an
+    end; every chain ends: no cycle), by pointer jumping: each pass doubles how far every
+    pointer reaches, so a chain of the longest possible length, ``len(up) - 1``, is followed
+    to its end in ``bit_length(len(up))`` passes, whatever its length."""
+    up = np.asarray(up, np.int64)
+    for _ in range(max(len(up), 1).bit_length()):
         nxt = up[up]
         if (nxt == up).all():
             break
         up = nxt
-    return rank[last_row][up]
+    if len(up) and not (up[up] == up).all():
+        raise ValueError("chain_ends: the pointers form a cycle")
+    return up
 
 
 def _outside(group: np.ndarray, rank: np.ndarray, before: np.ndarray) -> np.ndarray:
