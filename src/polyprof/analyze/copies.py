@@ -20,7 +20,6 @@ and ``dst agent``) is ``PtoP``.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -28,6 +27,7 @@ import numpy as np
 from ..derive import cache
 from ..trace import keys
 from ..trace.categories import Kind
+from ..trace.copy_kind import copy_kind  # (tests and callers import it from here too)
 from ..trace.core import Trace
 from ..trace.sorting import unique_inverse
 from .common import MEMCPY, MEMSET, device_view
@@ -61,27 +61,6 @@ SIZE, DIRECTION = "size", "direction"
 
 #: a memory kind (``src kind``/``dst kind``) -> the end of a copy it makes
 _END = {"pageable": "H", "pinned": "H", "device": "D", "array": "D"}
-_SHORT = r"([HDPA])(?:to|2)([HDPA])"  # HtoD, H2D, PtoP (compiled on first use: re's cache)
-_WORDS = r"(host|device|peer|array)[-_ ]?to[-_ ]?(host|device|peer|array)"
-
-
-def copy_kind(text: str) -> str:
-    """The kind of a copy from its name or ``copy kind`` stat (see the module doc)."""
-    low = text.lower()
-    if low.startswith("memset") or "memset" in low.split(" ", 1)[0]:
-        return "memset"
-    m = re.search(_SHORT, text)
-    ends = (m.group(1), m.group(2)) if m else None
-    if ends is None:
-        w = re.search(_WORDS, low)
-        ends = (w.group(1)[0].upper(), w.group(2)[0].upper()) if w else None
-    if ends is None:
-        return "unknown"
-    a, b = ("D" if e == "A" else e for e in ends)
-    kind = "PtoP" if "P" in (a, b) else f"{a}to{b}"
-    return f"Unified {kind}" if "unified" in low else kind
-
-
 #: the stats a copy's row is read for
 STATS = (keys.BYTES, BANDWIDTH, COPY_KIND, SRC_KIND, DST_KIND, SRC_AGENT, DST_AGENT, SIZE, DIRECTION)
 Found = dict[str, tuple[np.ndarray, np.ndarray]]

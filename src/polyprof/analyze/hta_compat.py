@@ -10,6 +10,11 @@ its iteration filter (``hta/common/trace_parser.py``, ``hta/common/trace.py``,
   not an integer: ROCm's runtime calls carry ``"stream": "0x0"``, which polyprof reads
   as 0 and HTA as none, so runtime calls have none here): a device activity is a row with a stream; device activity without
   one (MTIA's DMA requests) is not counted, a ``cuda_sync`` record with one is;
+- a trace HTA cannot read itself (not Kineto or Chrome JSON) is read as HTA reads
+  polyprof's Kineto export of it (``formats/kineto_view.py``, the functions the writer
+  uses): device activity without a stream has its track's tid, a host runtime call's
+  integer stream is a handle (none), times count from the export's time base, and
+  copies and fills have the export's names (:func:`hta_names`);
 - times are read as doubles of µs and, when the file's ``ts`` are fractional, each
   start moves up and each end down to whole µs (:func:`rounded_like_hta`);
 - with two or more ``ProfilerStep`` names (in a trace HTA cannot read itself, an XSpace
@@ -37,6 +42,7 @@ import numpy as np
 
 from ..derive import cache
 from ..derive.intervals import union
+from ..formats.kineto_view import copy_names, device_streams, stream_handles, time_base
 from ..trace.core import Trace
 from ..trace import metadata_keys as mkeys
 from ..trace import keys
@@ -75,6 +81,12 @@ def rounded_like_hta(start: np.ndarray, end: np.ndarray, base_ns: int) -> tuple[
 
 
 def base_time_ns(trace: Trace) -> int:
+    """What HTA's ``ts`` count from, in the trace's time: the file's ``baseTimeNanoseconds``
+    where HTA reads the trace's own file, else the base of polyprof's Kineto export less
+    the shift it moves the times by (``formats/kineto_view.py: time_base``)."""
+    if not reads_itself(trace):
+        shift, exported = time_base(trace)
+        return exported - shift
     base = trace.metadata.get(mkeys.BASE_TIME_NS)
     return int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else 0
 
@@ -125,8 +137,15 @@ def _table(trace: Trace) -> HtaTable:
     n = trace.n_events
     kept = ~np.isin(ev["category"], np.flatnonzero(np.isin(strings, SKIPPED_CATEGORIES)))
     stream = _int_arg(trace, keys.STREAM)
-    # runtime calls carry a stream only on ROCm, as hex text ("0x0") that HTA's int() refuses
-    stream[np.isin(ev["category"], np.flatnonzero(strings == RUNTIME_CATEGORY))] = -1
+    if reads_itself(trace):
+        # runtime calls carry a stream only on ROCm, as hex text ("0x0") that HTA's int() refuses
+        stream[np.isin(ev["category"], np.flatnonzero(strings == RUNTIME_CATEGORY))] = -1
+    else:  # the streams polyprof's Kineto export writes: handles as hex, a track's tid where none
+        col = trace.stats.get(keys.STREAM)
+        if col is not None and col.kind in "iu":
+            stream[stream_handles(trace) & (stream >= 0)] = -1
+        rows, tid = device_streams(trace)
+        stream[rows] = tid
     corr = _int_arg(trace, keys.CORRELATION_ID)
     start = ev["start_ns"].astype(np.int64)
     end = start + ev["dur_ns"].astype(np.int64)
@@ -155,13 +174,37 @@ def _table(trace: Trace) -> HtaTable:
     return HtaTable(kept, stream, corr, launched, start, end, parsed, n_steps >= 2)
 
 
+def reads_itself(trace: Trace) -> bool:
+    """Whether HTA reads the trace's own file (Kineto or Chrome JSON); else --window hta
+    reads it as HTA reads polyprof's Kineto export of it (``formats/kineto_view.py``)."""
+    source = trace.metadata.get(mkeys.FILE_SOURCE)
+    return isinstance(source, dict) and source.get("format") in KINETO_FORMATS
+
+
+def hta_names(trace: Trace) -> tuple[np.ndarray, list[str]]:
+    """(name id per event, the strings they index): the names HTA types kernels by. The
+    trace's own where HTA reads its file; else those of its Kineto export, where copies
+    and fills HTA would not call memory are named as Kineto names them
+    (``formats/kineto_view.py: copy_names``)."""
+    return cache.memo(trace, "hta_names", _names)
+
+
+def _names(trace: Trace) -> tuple[np.ndarray, list[str]]:
+    ids = trace.events["name"].astype(np.int64)
+    strings = list(trace.strings)
+    if reads_itself(trace):
+        return ids, strings
+    cn = copy_names(trace)
+    ids[cn.rows] = len(strings) + cn.which
+    return ids, strings + cn.names
+
+
 def _exported_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray] | None:
     """(rows, numbers) of the steps of a trace HTA cannot read itself (not Kineto or Chrome
     JSON: an XSpace, a live session...), which polyprof's Kineto export names
     ``ProfilerStep#N`` (``writers/kineto.py``) so that HTA finds them; None where HTA reads
     the trace's own names (a Kineto file, or steps marked ``ProfilerStep`` already)."""
-    source = trace.metadata.get(mkeys.FILE_SOURCE)
-    if isinstance(source, dict) and source.get("format") in KINETO_FORMATS:
+    if reads_itself(trace):
         return None
     # every step of the trace: a windowed view (analyze/window.py) keeps them as "all_steps"
     steps = cache.memo(trace, "all_steps", cache.steps)
@@ -177,9 +220,9 @@ def hta_activity(trace: Trace) -> HtaActivity:
 
 def _activity(trace: Trace) -> HtaActivity:
     t = hta_table(trace)
-    strings = np.asarray(trace.strings, dtype=object)
+    ids, strings = hta_names(trace)
     rows = np.flatnonzero(t.kept & (t.stream != -1))
-    uniq, inv = np.unique(trace.events["name"][rows], return_inverse=True)
+    uniq, inv = np.unique(ids[rows], return_inverse=True)
     compute = np.array([re.match(_NOT_COMPUTE, strings[i]) is None for i in uniq.tolist()], bool)[inv] \
         if len(rows) else np.zeros(0, bool)
     return HtaActivity(rows, t.start[rows], t.end[rows], compute)

@@ -32,7 +32,7 @@ import numpy as np
 from ..derive import cache
 from ..trace import vocabulary
 from ..trace.core import Trace
-from .hta_compat import _NOT_COMPUTE, hta_table
+from .hta_compat import _NOT_COMPUTE, hta_names, hta_table
 from ..trace.sorting import unique
 
 #: HTA's kernel types, as its state bits (COMPUTATION 1, COMMUNICATION 2, MEMORY 4)
@@ -118,8 +118,9 @@ def _queue_series(trace: Trace) -> QueueSeries:
 
 def _kind(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """HTA's kernel type of each row as its bit: 1 compute, 2 communication, 4 memory, 0 other."""
-    uniq, inv = np.unique(trace.events["name"][rows], return_inverse=True)
-    names = [trace.strings[i] for i in uniq.tolist()]
+    ids, strings = hta_names(trace)
+    uniq, inv = np.unique(ids[rows], return_inverse=True)
+    names = [strings[i] for i in uniq.tolist()]
     bits = np.array([2 if re.match(_COMM, s) else 4 if re.match(_MEMORY, s) else 0 if re.match(_NOT_COMPUTE, s) else 1
                      for s in names], np.int64)
     return bits[inv] if len(rows) else np.zeros(0, np.int64)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 from ..errors import PolyprofError
 from ..formats.registry import by_name, for_output, writers
@@ -18,8 +22,8 @@ def register(sub: Subparsers) -> None:
                                    + ". Without -f, the output name's ending picks the format "
                                    "(else chrome).")
     p.add_argument("file", help="input trace (any format polyprof reads), or a job's directory of "
-                                "ranks or store: every rank on the aligned clock, one process per rank (--rank: "
-                                "that rank alone)")
+                                "ranks or store: every rank on the aligned clock, one process per rank (-f kineto "
+                                "or tensorboard: a file per rank in the directory -o names; --rank: that rank alone)")
     names = [f.name for f in writers()]
     p.add_argument("-f", "--format", choices=names, default=None, metavar="FORMAT",
                    help=f"output format: {', '.join(names)} (default: from the output name, else chrome)")
@@ -40,6 +44,13 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
+#: formats that HTA, TensorBoard and XProf read one rank (one host) a file: a job's ranks
+#: are written a file each, into the directory -o names (docs/ranks.md)
+PER_RANK = ("kineto", "tensorboard")
+#: a format of one host's profile in one named file: a job is refused (-f tensorboard, or --rank)
+ONE_HOST = ("xspace",)
+
+
 def run(args: argparse.Namespace) -> int:
     from .ranks import is_job, rank_of_job
 
@@ -49,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from .memory_check import check_memory  # (light: imports fits only for a JSON trace or a store)
 
     check_memory("export", [args.file], rank=args.rank)
+    fmt = by_name(args.format) if args.format else (for_output(args.output) or by_name("chrome"))
+    if is_job(args.file, args.rank) and args.rank is None and fmt.name in PER_RANK + ONE_HOST:
+        return export_ranks(args, fmt.name)
     if is_job(args.file, args.rank) and args.rank is None:
         from ..ranks.processes import one_process_per_rank
         from ..ranks.traceset import load_ranks
@@ -89,7 +103,62 @@ def run(args: argparse.Namespace) -> int:
         from ..analyze.critical_path_track import with_critical_path
 
         trace = with_critical_path(trace, path_window)
-    fmt = by_name(args.format) if args.format else (for_output(args.output) or by_name("chrome"))
     out = fmt.write(trace, output_path(args.output), force=args.force)
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0
+
+
+def export_ranks(args: argparse.Namespace, fmt: str) -> int:
+    """A job's ranks written one file each into the directory ``-o``: ``-f kineto``, a
+    Kineto file per rank named as Kineto names them, each with its rank and the world
+    size in ``distributedInfo`` (HTA reads the directory as the job's ranks); ``-f
+    tensorboard``, one XProf run of a host per rank (``<host>_rank<N>.xplane.pb``)."""
+    from ..outfile import write_file  # only a writer's command writes
+    from ..ranks.traceset import load_ranks
+
+    out = Path(args.output)
+    what = f"a job ({args.file}) exported as {fmt}"
+    if fmt in ONE_HOST:
+        raise PolyprofError(f"{args.output}: an XSpace file holds one host's profile, not the ranks of {args.file}: "
+                            "export them with -f tensorboard -o DIR (a host per rank, as XProf reads a job), or one "
+                            "rank with --rank N")
+    if getattr(args, "critical_path", False):
+        raise PolyprofError(f"--critical-path of {what}: the job's path joins its ranks in one trace; export it "
+                            "with -f perfetto or -f chrome, or one rank's path with --rank N")
+    if out.suffix and not out.is_dir() and fmt == "kineto":
+        raise PolyprofError(f"{args.output}: {what} is a file per rank, as HTA reads a job: -o names the directory "
+                            "to write them into (not a file), or --rank N exports one rank to a file")
+    if out.exists() and not out.is_dir():
+        raise PolyprofError(f"{args.output}: not a directory; {what} writes a file per rank into the directory -o names")
+    ts = load_ranks(args.file)
+    window = window_from(args, default=None)
+    run_name = time.strftime("%Y_%m_%d_%H_%M_%S")  # one XProf run for every rank
+    for rank, trace in ts.traces():
+        trace = _windowed(args, trace, window)
+        if fmt == "kineto":
+            from ..writers.kineto import rank_file_name, write  # the format's writer, when it is the one asked
+
+            path = output_path(out / rank_file_name(trace, rank))
+            info = {"rank": rank, "world_size": len(ts)}
+            write_file(path, partial(write, trace, distributed=info), args.force)
+        else:
+            from ..writers.xspace import hostnames, write_logdir  # (as above)
+
+            host = next(iter(hostnames(trace)), "") or "host"
+            path = write_logdir(trace, out, run=run_name, host=f"{host}_rank{rank}", force=args.force)
+        print(f"polyprof: wrote rank {rank}: {path}", file=sys.stderr)
+    print(f"polyprof: {len(ts)} ranks, a file each, in {out}", file=sys.stderr)
+    return 0
+
+
+def _windowed(args: argparse.Namespace, trace: Any, window: Any) -> Any:
+    """One rank's trace over the window of the options, with its derived lines (--derive)."""
+    if window is not None:
+        from ..analyze.window import restrict
+
+        trace = restrict(trace, window)
+    if getattr(args, "derive", False):
+        from ..derive import derive
+
+        trace = derive(trace)
+    return trace

@@ -12,19 +12,20 @@ host planes keep their process id; ``ts``/``dur`` are µs relative to
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
-from ..derive.correlate import device_activity_rows
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from ..formats.device_list import device_properties
-from ..formats.jsonfile import EXACT_IN_JS, write_json
+from ..formats.kineto_view import copy_names, device_streams, kineto_ids, stream_handles, time_base
+from ..formats.jsonfile import write_json
 from ..trace import metadata_keys as mkeys
 
 #: polyprof stat key -> Kineto arg name (the reader's mapping, reversed).
@@ -34,43 +35,9 @@ _X_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME, Kind.CPU_OP, Ki
             Kind.DEVICE_ANNOTATION, Kind.STEP, Kind.PYTHON, Kind.COLLECTIVE)
 
 
-def _wall_shift(trace: Trace) -> int:
-    """ns to add to the trace's times to get wall-clock ns (0 if already wall)."""
-    if trace.metadata.get(mkeys.CLOCK_NAME) == "wall":
-        return 0
-    anchor = trace.metadata.get(mkeys.SOURCE_WALL_ANCHOR)
-    if isinstance(anchor, dict) and "mono_ns" in anchor and "wall_ns" in anchor:
-        return int(anchor["wall_ns"]) - int(anchor["mono_ns"])
-    return 0
-
-
 def _us(ns: np.ndarray) -> list[float]:
     """Relative ns -> µs floats that print as exact three-decimal values."""
     return (np.asarray(ns, np.int64) / 1000.0).tolist()
-
-
-def _ids(trace: Trace) -> tuple[list[int], list[int]]:
-    """Kineto pid per plane and tid per track, unique where the viewer needs them to be."""
-    pids: list[int] = []
-    used: set[int] = set()
-    for p in trace.planes:
-        if p.kind == "device":
-            pid = p.index
-        else:
-            pid = p.pid if isinstance(p.pid, int) and 0 < p.pid <= EXACT_IN_JS else 1_000_000 + p.id
-        while pid in used:
-            pid += 1_000_000
-        used.add(pid)
-        pids.append(pid)
-    tids: list[int] = []
-    seen: set[tuple[int, int]] = set()
-    for t in trace.tracks:
-        tid = t.tid if isinstance(t.tid, int) else 0
-        if not 0 <= tid <= EXACT_IN_JS or (t.plane, tid) in seen:
-            tid = 2_000_000 + t.id
-        seen.add((t.plane, tid))
-        tids.append(tid)
-    return pids, tids
 
 
 #: what :func:`correlation_offset` adds to small correlation ids
@@ -106,17 +73,12 @@ def _arg_value(v: Any) -> Any:
     return v
 
 
-def to_kineto(trace: Trace) -> dict[str, Any]:
-    """The Kineto JSON document of a trace (a dict ready for orjson)."""
-    shift = _wall_shift(trace)
-    ev = trace.events
-    times = [ev["start_ns"] + shift] if trace.n_events else []
+def to_kineto(trace: Trace, distributed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Kineto JSON document of a trace (a dict ready for orjson); ``distributed``: keys
+    that replace those of its ``distributedInfo`` (a job's rank and world size)."""
     c = export_counters(trace)  # with the memory series as counter tracks
-    if len(c["ts_ns"]):
-        times.append(c["ts_ns"] + shift)
-    origin = int(min(int(t.min()) for t in times)) if times else 0
-    base = (origin // 1_000_000_000) * 1_000_000_000 if origin > 0 else 0
-    pids, tids = _ids(trace)
+    shift, base = time_base(trace, c)
+    pids, tids = kineto_ids(trace)
     out = _name_records(trace, pids, tids)
     if trace.n_events:
         out += _event_records(trace, pids, tids, shift - base)
@@ -128,7 +90,7 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
     meta = trace.metadata
     doc: dict[str, Any] = {"schemaVersion": meta.get(mkeys.SCHEMA_VERSION, 1),
                            "deviceProperties": device_properties(trace)}
-    dist = _distributed_info(trace)
+    dist = {**_distributed_info(trace), **(distributed or {})}
     if dist:
         doc["distributedInfo"] = dist
     doc["traceEvents"] = out
@@ -196,8 +158,9 @@ def _event_records(trace: Trace, pids: list[int], tids: list[int], shift: int) -
     # Kineto writes every device record as a complete event, even of zero length
     complete = ((ev["dur_ns"] > 0) | np.isin(kinds, np.asarray(_X_KINDS, np.int8))
                 | (~on_host & (kinds != Kind.MARK))).tolist()
-    args = _event_args(trace, on_host)
-    _device_args(trace, args, track_tid, pids)
+    args = _event_args(trace)
+    _device_args(trace, args, tids, pids)
+    _copy_names(trace, names, args)
     _profiler_steps(trace, names, cats, args)
     out: list[dict[str, Any]] = []
     for i in range(n):
@@ -224,9 +187,8 @@ def _event_records(trace: Trace, pids: list[int], tids: list[int], shift: int) -
     return out
 
 
-def _event_args(trace: Trace, on_host: np.ndarray) -> list[dict[str, Any] | None]:
+def _event_args(trace: Trace) -> list[dict[str, Any] | None]:
     """Each event's args: its stats under Kineto's names (None: no stats)."""
-    kinds = trace.kinds
     args: list[dict[str, Any] | None] = [None] * trace.n_events
     # the records HTA may number: events, flow ends, counters, names (an upper bound)
     n_rows = (trace.n_events + 2 * len(trace.flows["src"]) + len(trace.counters["ts_ns"])
@@ -240,7 +202,7 @@ def _event_args(trace: Trace, on_host: np.ndarray) -> list[dict[str, Any] | None
         if key == keys.STREAM and col.kind in "iu":
             # a runtime call's stream argument on the host is a handle (ROCm: "0x0");
             # device activity and framework ops (Triton's cpu_op) have an integer
-            handle = (on_host[col.rows] & (kinds[col.rows] == Kind.RUNTIME)).tolist()
+            handle = stream_handles(trace)[col.rows].tolist()
             vals = [f"0x{v:x}" if h and v >= 0 else v for v, h in zip(vals, handle)]
         for r, v in zip(col.rows.tolist(), vals):
             a = args[r]
@@ -270,30 +232,54 @@ def _profiler_steps(trace: Trace, names: list[str], cats: list[str], args: list[
         names[r], cats[r] = f"ProfilerStep#{n}", "user_annotation"
 
 
-def _device_args(trace: Trace, args: list[dict[str, Any] | None], track_tid: np.ndarray,
-                 pids: list[int]) -> None:
-    """Kineto's ``stream`` and ``device`` args on device activity that has none (OpenCL
-    queues, XLA ops): HTA takes device kernels to be the events with a stream."""
-    rows = device_activity_rows(trace)
+def _device_args(trace: Trace, args: list[dict[str, Any] | None], tids: list[int], pids: list[int]) -> None:
+    """Kineto's ``stream`` and ``device`` args on device activity that has no stream
+    (OpenCL queues, XLA ops; ``formats/kineto_view.py: device_streams``): HTA takes device
+    kernels to be the events with a stream."""
+    rows, streams = device_streams(trace, tids)
     if not len(rows):
         return
-    tr = trace.events["track"][rows]
-    streams = track_tid[tr].tolist()
-    devices = [pids[p] for p in trace.track_plane[tr].tolist()]
-    for r, stream, device in zip(rows.tolist(), streams, devices):
+    devices = [pids[p] for p in trace.track_plane[trace.events["track"][rows]].tolist()]
+    for r, stream, device in zip(rows.tolist(), streams.tolist(), devices):
         a = args[r]
         if a is None:
             a = args[r] = {}
-        a.setdefault("stream", stream)
+        a["stream"] = stream
         a.setdefault("device", device)
 
 
-def write(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` as Kineto JSON (gzipped when the name ends with ``.gz``). The
-    ``distributedInfo`` is spaced as Kineto writes it (``"rank": 1``): HTA finds a file's
-    rank with a pattern that needs the space, and took every compact file for rank 0."""
+def _copy_names(trace: Trace, names: list[str], args: list[dict[str, Any] | None]) -> None:
+    """Copies and fills named as Kineto names them (``Memcpy HtoD (WriteBuffer (HtoD))``,
+    ``formats/kineto_view.py: copy_names``), where HTA would not type their own names as
+    memory; the own name stays in the new one's parentheses and in ``polyprof_name``."""
+    cn = copy_names(trace)
+    for r, k in zip(cn.rows.tolist(), cn.which.tolist()):
+        a = args[r]
+        if a is None:
+            a = args[r] = {}
+        a["polyprof_name"] = names[r]
+        names[r] = cn.names[k]
+
+
+def write(trace: Trace, path: str | Path, distributed: dict[str, Any] | None = None) -> Path:
+    """Write ``trace`` as Kineto JSON (gzipped when the name ends with ``.gz``;
+    ``distributed``: as :func:`to_kineto`'s). The ``distributedInfo`` is spaced as Kineto
+    writes it (``"rank": 1``): HTA finds a file's rank with a pattern that needs the
+    space, and took every compact file for rank 0."""
     path = Path(path)
-    doc = to_kineto(trace)
+    doc = to_kineto(trace, distributed)
     if isinstance(doc.get("distributedInfo"), dict):
         doc["distributedInfo"] = orjson.Fragment(json.dumps(doc["distributedInfo"], default=str))
     return write_json(doc, path)
+
+
+def rank_file_name(trace: Trace, rank: int) -> str:
+    """The name Kineto's ``tensorboard_trace_handler`` gives a rank's file,
+    ``<host>_<pid>.<ms>.pt.trace.json.gz`` (the host and pid the rank was recorded in,
+    ``rank<N>`` where the trace does not name both; ms: its first time, wall clock)."""
+    src = trace.sources[0] if trace.sources else None
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", src.host) if src is not None and src.host else ""
+    worker = f"{host}_{src.pid}" if src is not None and host and src.pid > 0 else f"rank{rank}"
+    shift, base = time_base(trace)
+    first = int(trace.events["start_ns"].min()) + shift if trace.n_events else base
+    return f"{worker}.{max(first, 0) // 1_000_000}.pt.trace.json.gz"
