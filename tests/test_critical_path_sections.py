@@ -254,10 +254,13 @@ def test_a_worker_pausing_between_bursts_has_every_burst_and_pause_on_the_path(b
 
 
 def test_a_jax_step_blocking_until_ready_runs_load_then_the_ops(jax_recorded: Path) -> None:
-    """Steps 1-7 of the JAX loop: the path runs through ``load``, then the XLA ops the
-    ``compute`` section blocked for (the run's last op), then the thread again: 90% of the
-    step or more (before: 8.4 to 9.8 ms of 13.5 ms steps, ``load`` and the
-    dispatch, the ops off the path with 3.35 ms of slack)."""
+    """Steps 1-7 of the JAX loop: the path runs through ``load``, the dispatch, into the
+    run it launched (its first op on the path: ``xla_links.launched_runs``), through the
+    XLA ops the ``compute`` section blocked for (the run's last op, all its time), then
+    the thread again: 95% of the step or more (99.6 to 99.8% in 6 recordings here; before:
+    8.4 to 9.8 ms of 13.5 ms steps, ``load`` and the dispatch, the ops off the path with
+    3.35 ms of slack; then the ops through the section's wait, but nothing led from the
+    dispatch into the run, and ``load`` could be off the path)."""
     trace = polyprof.load(jax_recorded)
     cp = critical_path(trace)
     for k in range(1, 8):
@@ -267,12 +270,12 @@ def test_a_jax_step_blocking_until_ready_runs_load_then_the_ops(jax_recorded: Pa
         i = np.flatnonzero(name == "load")[0]
         assert on[i] == dur[i] >= 8_000_000, k
         ops = np.char.find(name.astype(str), "jit_step/") == 0  # (the XLA ops, by their module)
-        # the run's last op leads back to the thread (the ops that ran while the thread was
-        # still in its dispatch may have the dispatch on the path instead: a path never
-        # runs from a dispatching thread into its run, xla_links)
+        # the dispatch leads into the run (its first op: on the path, its own time, which
+        # is its time outside a pool wait nested in it) and the run's last op back to the thread
+        first = np.flatnonzero(ops)[np.argmin(start[ops])]
         last = np.flatnonzero(ops)[np.argmax((start + dur)[ops])]
-        assert on[last] == dur[last] > 0, (k, name[last], kind[last])
-        assert int(m["path_ns"][0]) >= 0.9 * _step_ns(trace, k), k
+        assert on[first] > 0 and on[last] == dur[last] > 0, (k, name[first], name[last], kind[last])
+        assert int(m["path_ns"][0]) >= 0.95 * _step_ns(trace, k), k
 
 
 def _track_vs_table(trace: polyprof.Trace) -> tuple[dict, dict]:

@@ -158,7 +158,10 @@ def test_xla_all_reduce_joins_the_ranks():
     (its step's lead-in), and removing it (``1:train:0``) predicts about -100 ms (the
     path then the other steps' size). In the other steps the ranks arrive together: the
     path is the ops and the all-reduce after the last arrival, and the thread blocked in
-    ``block_until_ready`` holds none of it (no ``step`` row over 0.1 ms)."""
+    ``block_until_ready`` holds none of it: a ``step`` row holds at most its rank's
+    lead-in (the job graph's edge from the step's start to the rank's first call: in
+    step 0 rank 1's, 338 µs, on the path since its dispatch leads into its run,
+    ``xla_links.launched_runs``; under 0.1 ms in the others), the ops 90% of the rest."""
     traces = {r: polyprof.load(JOB / f"rank{r}.xplane.pb.gz") for r in (0, 1)}
     clocks = align(traces)
     rows = job_critical_path(traces, None, clocks)
@@ -175,9 +178,12 @@ def test_xla_all_reduce_joins_the_ranks():
             lead = on[m & (rank == 1) & (kind == "step")]
             assert len(lead) == 1 and 100_000_000 <= lead[0] <= 100_300_000
         else:
+            g = job_graph(traces, k, clocks)
+            lead = max(int(g.graph.weight[g.graph.owner == e].sum()) for e in g.leads.tolist())
+            held = int(on[m & (kind == "step")].sum())
             assert path[m][0] < 12_000_000
-            assert on[m & (kind == "step")].sum() < 100_000
-            assert on[m & (kind == "kernel")].sum() >= 0.9 * path[m][0]
+            assert held <= lead and (held < 100_000 or k == 0), (k, held, lead)
+            assert on[m & (kind == "kernel")].sum() >= 0.9 * (path[m][0] - held)
     change, n = what_if_op(job_graph(traces, 3, clocks), 1, "train", 0.0)
     assert n == 1 and -100_300_000 <= change <= -90_000_000
     normal = max(int(path[step == k][0]) for k in range(6) if k != 3)

@@ -48,20 +48,28 @@ def _outlasts(trace, k: int) -> bool:
 
 
 def test_a_dispatch_that_outlasts_its_run_waits_for_it() -> None:
-    """Step 1: the ops hold the path (96%: the rest is the Python thread's work before and
+    """Step 1: the ops hold the path (84%: the rest is the Python thread's work before and
     after the call, and the pool thread's runtime calls), each of the three longest ops
-    all its time; the dispatch, a wait, holds under 0.5% (its work before the run
-    started). The path (897.7 µs) is the ops' chain then the Python thread's return,
-    shorter than the step's 1,362.7 µs with its device work."""
+    all its time; the dispatch, a wait, holds its time before the run started (its work,
+    then its launch of the run: 29.7 µs) and after the run ended (its thread, descheduled,
+    resumed in it 75.3 µs after the run's last op, into the start of its ``Handle input
+    event recording``), never its time during the run. The path (1,031.3 µs) is the
+    Python thread's calls up to the launch, the ops' chain, then the thread's return,
+    shorter than the step's 1,362.7 µs with its device work. (897.7 µs before the dispatch
+    led into its run, ``xla_links.launched_runs``, and the thread's resumption inside the
+    dispatch weighed nothing; 1,040.3 µs before the dispatch waited, the call 989.7 µs of
+    it.)"""
     trace = polyprof.load(BLOCK)
     assert _outlasts(trace, 1)
     s = _step(critical_path(trace), 1)
     path = int(s["path_ns"][0])
-    assert path == 897_687 and path <= int(s["span_ns"][0])  # (before: 1,040,259, the call 989,683 of it)
-    disp = s["name"] == SINGLE
-    assert int(s["on_path_ns"][disp].sum()) < 0.005 * path
+    assert path == 1_031_296 and path <= int(s["span_ns"][0])
+    disp = np.flatnonzero(s["name"] == SINGLE)
     ops = s["kind"] == "kernel"
-    assert int(s["on_path_ns"][ops].sum()) > 0.95 * path
+    d, first, last = disp[0], s["start_ns"][ops].min(), (s["start_ns"] + s["dur_ns"])[ops].max()
+    outside = int(first - s["start_ns"][d]) + int(s["start_ns"][d] + s["dur_ns"][d] - last)
+    assert len(disp) == 1 and 100_000 < int(s["on_path_ns"][d]) <= outside
+    assert int(s["on_path_ns"][ops].sum()) > 0.8 * path
     for name in ("jit_f/dot", "jit_f/convolution", "jit_f/ynn_fusion"):
         i = np.flatnonzero(s["name"] == name)
         assert len(i) == 1 and s["on_path_ns"][i[0]] == s["dur_ns"][i[0]] > 150_000, name
@@ -69,11 +77,12 @@ def test_a_dispatch_that_outlasts_its_run_waits_for_it() -> None:
 
 def test_a_dispatch_that_returns_before_its_run_ends_stays_work() -> None:
     """Step 2 (the dispatch returned 676 µs before the run's last op ended): the path is
-    what it was, the ops' chain (817.1 µs)."""
+    the Python thread's calls up to the run's launch, then the ops' chain (865.9 µs; the
+    ops' chain alone, 817.1 µs, before the dispatch led into its run)."""
     trace = polyprof.load(BLOCK)
     assert not _outlasts(trace, 2)
     s = _step(critical_path(trace), 2)
-    assert int(s["path_ns"][0]) == 817_052
+    assert int(s["path_ns"][0]) == 865_884
     assert int(s["on_path_ns"][s["kind"] == "kernel"].sum()) == 753_160
 
 

@@ -15,9 +15,10 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   thread), and ``ThunkExecutor::Execute (wait for completion)`` is a waiting call whose
   waited-on work is the XLA ops of the other threads during it (zero-weight edges); the
   ops' data dependencies (the HLO), and each device's program runs in their order; a
-  dispatch that names its run leads into it (its launch), and a dispatch that outlasts
-  the run it dispatched waits for it (its thread's edges during the run weigh nothing,
-  and the run's last end leads back to the thread).
+  dispatch that names its run, or whose pool task started it, leads into it (its
+  launch), and a dispatch that outlasts the run it dispatched waits for it (its thread's
+  edges during the run weigh nothing, and the run's last end leads back to the thread),
+  as does a thread's buffer wait (``block_until_ready``) the run ends.
 * **backward pass** (HTA 0.6 merges the two threads into one; HTA 0.5 has no such edge):
   PyTorch runs a device's backward pass on an autograd engine thread while the thread
   that called ``backward()`` blocks, recording nothing. The engine thread's top-level
@@ -53,7 +54,11 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   waiting on an event, a stream or the whole device depends on that activity, that stream's
   last activity or every stream's last one. Host waits that name their work by stats
   (OpenCL's ``clFinish``, ``clWaitForEvents``, blocking reads) depend on it alike
-  (``wait_links``), and weigh nothing where so linked.
+  (``wait_links``), and weigh nothing where so linked. PjRt's reads of a GPU buffer
+  (``np.asarray`` of a ``jax.Array``), which wait in no event, are linked by
+  ``wait_links.read_edges``: the transfer's dispatch to the program's last activity, the
+  staging copy to the device's copy, and the reading thread waits for the staging copy
+  as a dispatch outlasting its run does (its windows, ``blocked_edges``).
 
 Each edge with a span's time belongs to one event (``owner``): the op whose time it is (a
 gap between two children belongs to their parent, a gap on a stream to the activity before).
@@ -76,8 +81,9 @@ from .depgraph_context import Context, context
 from .nesting import parents_and_after
 from .thread_links import Walk, backward_edges, host_comm_edges, idle_time, section_wait_edges
 from .window import selection
-from .xla_links import (DEVICE_STAT, RUN_STAT, blocked, blocked_edges, blocking_dispatches, data_edges,
-                        launch_edges, run_order_edges, wait_edges)
+from .wait_links import read_edges
+from .xla_links import (DEVICE_STAT, RUN_STAT, await_edges, blocked, blocked_edges, blocking_dispatches,
+                        data_edges, launch_edges, run_order_edges, wait_edges)
 
 #: edge types (HTA's CPEdgeType, in its order), then polyprof's stream order
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC, STREAM_ORDER = 0, 1, 2, 3, 4, 5
@@ -230,10 +236,14 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
             reach = max(t1, int(end[dev].max())) if n_d else t1
             np.minimum(node_time[1:2 * n_h:2], reach, out=node_time[1:2 * n_h:2])
         windows = _dispatch_windows(trace, ctx, host, node_time)
+        lo = int(ctx.start[host].min(initial=t0))  # PjRt's reads (wait_links): their threads' waits, their edges
+        windows, r_a, r_b, r_w = read_edges(trace, ctx.wait_links.reads, host, gidx, node_time, lo, t1, windows)
         section = ctx.section[host] if bool(ctx.section[host].any()) else None
         walk = _thread_edges(trace, host, track, names, node_time, edges, waiting, windows, section)
         if walk is not None:  # the links between threads, zero weight, after every other edge
             base = 10.0 * (len(node_time) + 1)
+            edges.add(r_a, r_b, r_w, SYNC, np.full(len(r_a), -1, np.int64),
+                      base + 9 * len(node_time) + np.arange(len(r_a), dtype=np.float64))
             if backward and ctx.backward_callers:
                 a, b = backward_edges(walk, node_time, ctx.backward_callers)
                 edges.add(a, b, np.zeros(len(a), np.int64), DEPENDENCY, np.full(len(a), -1, np.int64),
@@ -256,12 +266,17 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
                 a, b = run_order_edges(walk[0], node_time, member, run, on_dev)
                 edges.add(a, b, np.zeros(len(a), np.int64), STREAM_ORDER, np.full(len(a), -1, np.int64),
                           base + 4 * len(node_time) + np.arange(len(a), dtype=np.float64))
-                a, b, w, o = launch_edges(walk[0], walk[2], node_time, ctx.xla_dispatch[names[host]], member, run,
-                                          on_dev)
+                a, b, w, o = launch_edges(walk[0], walk[2], node_time, ctx.xla_dispatch[names[host]], member,
+                                          ctx.launched_run(host, run), on_dev)
                 edges.add(a, b, w, LAUNCH, o,
                           base + 7 * len(node_time) + np.arange(len(a), dtype=np.float64))
+                waiter, since = ctx.buffer_waits_of(host)  # a thread's return from block_until_ready
+                a, b, w = await_edges(walk[0], walk[2], node_time, waiter, since, member, run, on_dev,
+                                      trace.track_plane[track[host]])
+                edges.add(a, b, w, SYNC, np.full(len(a), -1, np.int64),
+                          base + 8 * len(node_time) + np.arange(len(a), dtype=np.float64))
             if windows is not None:  # a dispatching thread waiting for the run it dispatched
-                a, b, w, o = blocked_edges(walk[0], walk[2], node_time, windows)
+                a, b, w, o = blocked_edges(walk[0], walk[2], node_time, windows, walk[1])
                 edges.add(a, b, w, SYNC, o,
                           base + 5 * len(node_time) + np.arange(len(a), dtype=np.float64))
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,

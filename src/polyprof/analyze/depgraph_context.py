@@ -22,7 +22,7 @@ from .inputs import cpu_comm_rows
 from .thread_links import backward_callers, comm_callers
 from .stream_queues import queue_levels
 from .wait_links import int_stat as _int_stat, wait_links
-from .xla_links import xla_dispatches, xla_host_ops, xla_waits
+from .xla_links import RUN_STAT, buffer_waits, launched_runs, xla_dispatches, xla_host_ops, xla_waits
 
 if TYPE_CHECKING:
     from ..formats.xspace.xla_deps import OpDependencies
@@ -93,6 +93,8 @@ class Context:
         self._graph_index: np.ndarray | None = None
         self._backward: dict[int, int] | None = None
         self._xla_deps: OpDependencies | None = None
+        self._launched: tuple[np.ndarray, np.ndarray] | None = None
+        self._buffer_waits: tuple[np.ndarray, np.ndarray] | None = None
         self._trace = weakref.ref(trace)  # (kept in the trace's memo: no cycle back through it)
 
     @property
@@ -127,6 +129,32 @@ class Context:
 
             self._xla_deps = op_dependencies(self.trace, self.on_host)
         return self._xla_deps
+
+    def launched_run(self, host: np.ndarray, run: np.ndarray) -> np.ndarray:
+        """``run`` (the :data:`RUN_STAT` of the host calls ``host``) with each dispatch of
+        one device that names no run given the run it launched
+        (``xla_links.launched_runs``, found once for the trace)."""
+        if self._launched is None:
+            single = self.xla_dispatch & (self.xla_dispatch_device < 0)  # (not a pool thread's launch on one of several)
+            self._launched = launched_runs(self.trace, self.on_host, self.start, self.end, single,
+                                           self.xla_op | self.xla_wait[self.names], self.stat(RUN_STAT))
+        rows, runs = self._launched
+        if not len(rows) or not len(host):
+            return run
+        at = np.minimum(np.searchsorted(rows, host), len(rows) - 1)
+        return np.where((rows[at] == host) & (run == -1), runs[at], run)
+
+    def buffer_waits_of(self, host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions in ``host``, a window's host calls, of the returns from a buffer
+        wait; the start of each wait): ``xla_links.buffer_waits``, found once."""
+        if self._buffer_waits is None:
+            self._buffer_waits = buffer_waits(self.trace, self.on_host, self.start)
+        rows, since = self._buffer_waits
+        if not len(rows) or not len(host):
+            return rows[:0], since[:0]
+        at = np.minimum(np.searchsorted(rows, host), len(rows) - 1)
+        pos = np.flatnonzero(rows[at] == host)
+        return pos, since[at[pos]]
 
     def stat(self, key: str) -> np.ndarray:
         """:func:`_int_stat` of the trace, decoded once."""

@@ -26,6 +26,29 @@ host plane; an activity ending more than ``AGREE_NS`` after the wait's end is ne
 
 A wait that is linked weighs nothing on the path (its time is the device work's); one
 linked to nothing in the window (its work launched in an earlier step) keeps its time.
+
+PjRt's reads of a device buffer (``np.asarray`` of a ``jax.Array`` on a GPU, XLA's
+``XLA_TRANSFER_DISPATCHES`` and ``XLA_TRANSFER_RESUMES``) wait in no event of their own:
+the reading call (``CommonPjRtBuffer::ToLiteral``) hands the transfer to a worker thread
+by a TraceMe context (``_p``/``_pt``, consumed as ``_c``/``_ct`` by ``D2H Dispatch``),
+which runs once the buffer is ready and launches the device-to-host copy; the reading
+thread idles until it resumes with ``D2H Copy From Staging Buffer``. :func:`read_links`
+gives the graph (:func:`read_edges`) an edge from the end of what each waited for into
+its start:
+
+* **the dispatch** waits for the read's call and for the device work of the copy's
+  device launched before the read began: of that work, the activity that ended last (the
+  program that computed the buffer; where it ended after the dispatch began, the buffer
+  was another's, and no activity is linked);
+* **the resumption** waits for the copy (the first activity its dispatch's thread
+  launched from the dispatch's start on) of the reads made on its thread that ended
+  last by its start.
+
+Where the thread had nothing to do from before that end until the start (it waited:
+no start or end of another of its events between, Python's own included), the thread's
+edge into the start weighs nothing, and the link weighs the time from the last such end
+(the thread waking, belonging to no event); else the link weighs nothing and the
+thread's edge keeps its time.
 """
 
 from __future__ import annotations
@@ -34,12 +57,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..derive import cache
 from ..derive.correlate import Correlation
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
-from ..trace.sorting import find, last_at_or_before, member, unique
-from ..trace.vocabulary import EVENT_WAIT_CALLS, QUEUE_WAIT_CALLS
+from ..trace.sorting import find, first_at_or_after, last_at_or_before, lexsort, member, unique, unique_rows
+from ..trace.vocabulary import EVENT_WAIT_CALLS, QUEUE_WAIT_CALLS, XLA_TRANSFER_DISPATCHES, XLA_TRANSFER_RESUMES
 from .common import names_in
 
 #: a link is kept where the activity ends at most this long after the wait's end
@@ -47,12 +71,48 @@ from .common import names_in
 AGREE_NS = 1_000
 
 
+class ReadLinks(NamedTuple):
+    """PjRt's reads (:func:`read_links`): from the end of ``src`` (a device activity, the
+    reading call, the copy out of the staging buffer) into the start of ``dst`` (a host
+    call: the transfer's dispatch, the copy out of the staging buffer), ``idle`` where
+    ``dst``'s thread waited for it, by the start of ``dst`` (``dst_t``); and the reading
+    threads' waits: ``thread`` (``cache.threads``) waited from ``since`` for the end of
+    ``done`` (a copy out of the staging buffer), by its start (``done_t``)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    idle: np.ndarray
+    dst_t: np.ndarray
+    done: np.ndarray
+    thread: np.ndarray
+    since: np.ndarray
+    done_t: np.ndarray
+
+    def within(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The links whose ``dst`` starts in ``[t0, t1)``."""
+        lo, hi = np.searchsorted(self.dst_t, [t0, t1], "left").tolist()
+        return self.src[lo:hi], self.dst[lo:hi], self.idle[lo:hi]
+
+    def waits_within(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The waits (``done``, ``thread``, ``since``) whose ``done`` starts in ``[t0, t1)``."""
+        lo, hi = np.searchsorted(self.done_t, [t0, t1], "left").tolist()
+        return self.done[lo:hi], self.thread[lo:hi], self.since[lo:hi]
+
+
+_NONE = np.zeros(0, np.int64)
+#: ``xla_links.blocking_dispatches``' windows: (thread, start, end, node of the awaited end)
+Windows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+NO_READS = ReadLinks(_NONE, _NONE, np.zeros(0, bool), _NONE, _NONE, _NONE, _NONE, _NONE)
+
+
 class WaitLinks(NamedTuple):
-    """(wait row, device activity row) pairs, by the wait's start (``wait_t``)."""
+    """(wait row, device activity row) pairs, by the wait's start (``wait_t``); ``reads``:
+    PjRt's reads (:func:`read_links`)."""
 
     wait: np.ndarray
     dev: np.ndarray
     wait_t: np.ndarray
+    reads: ReadLinks = NO_READS
 
     def within(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
         """The pairs whose wait starts in ``[t0, t1)``."""
@@ -100,13 +160,14 @@ def _sparse(trace: Trace, key: str, on_host: np.ndarray) -> tuple[np.ndarray, np
 
 def wait_links(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.ndarray, track: np.ndarray,
                names: np.ndarray, cid: np.ndarray, corr: Correlation) -> WaitLinks:
-    """Every (wait, activity) pair of the trace (the module's rules)."""
+    """Every (wait, activity) pair of the trace (the module's rules), with PjRt's reads."""
     none = np.zeros(0, np.int64)
+    reads = read_links(trace, on_host, start, end, track, corr)
     named = names_in(trace, EVENT_WAIT_CALLS + QUEUE_WAIT_CALLS)
     w_rows, w_for = _sparse(trace, keys.WAITS_FOR, on_host)
     b_rows = _sparse(trace, keys.BLOCKING, on_host)[0]
     if not (named.any() or len(w_rows) or len(b_rows)) or not len(corr.device_rows):
-        return WaitLinks(none, none, none)
+        return WaitLinks(none, none, none, reads)
     ok = corr.launch >= 0
     dev, launch = corr.device_rows[ok], corr.launch[ok]
     plane = np.asarray(trace.track_plane, np.int64)[track]
@@ -136,7 +197,7 @@ def wait_links(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.nda
     keep = end[d] <= end[w] + AGREE_NS  # the timestamps agree
     w, d = w[keep], d[keep]
     o = np.argsort(start[w], kind="stable")
-    return WaitLinks(w[o], d[o], start[w[o]])
+    return WaitLinks(w[o], d[o], start[w[o]], reads)
 
 
 def _queue_waits(trace: Trace, rows: np.ndarray, dev: np.ndarray, launch: np.ndarray,
@@ -166,3 +227,134 @@ def _queue_waits(trace: Trace, rows: np.ndarray, dev: np.ndarray, launch: np.nda
         waits.append(q[last >= 0])
         devs.append(last[last >= 0])
     return np.concatenate(waits), np.concatenate(devs), has
+
+
+def _contexts(trace: Trace, rows: np.ndarray, id_key: str, type_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(those of ``rows`` carrying a TraceMe context, its (id, type) per row)."""
+    found = trace.stats.lookup_rows((id_key, type_key), rows)
+    if len(found) < 2 or any(v.dtype.kind not in "iu" for _, v in found.values()):
+        return rows[:0], np.zeros((0, 2), np.int64)
+    (has_id, ids), (has_type, types) = found[id_key], found[type_key]
+    both = has_id & has_type
+    return rows[both], np.stack([ids[both[has_id]].astype(np.int64), types[both[has_type]].astype(np.int64)], 1)
+
+
+def _last_ended(d_plane: np.ndarray, launch_t: np.ndarray, d_end: np.ndarray, dev: np.ndarray,
+                q_plane: np.ndarray, q_t: np.ndarray) -> np.ndarray:
+    """Per query, of the activities ``dev`` of its device plane launched before ``q_t``,
+    the one that ended last (-1: none). One sort per device of the queries (a few)."""
+    out = np.full(len(q_t), -1, np.int64)
+    for p in unique(q_plane).tolist():
+        m = np.flatnonzero(d_plane == p)
+        m = m[np.argsort(launch_t[m], kind="stable")]
+        e = d_end[m]
+        best = np.maximum.accumulate(np.where(e >= np.maximum.accumulate(e), np.arange(len(m)), 0))
+        q = np.flatnonzero(q_plane == p)
+        i = np.searchsorted(launch_t[m], q_t[q], "left") - 1
+        out[q] = np.where(i >= 0, dev[m[best[np.maximum(i, 0)]]] if len(m) else -1, -1)
+    return out
+
+
+def _last_node_before(thread: np.ndarray, start: np.ndarray, end: np.ndarray, on_host: np.ndarray,
+                      q_thread: np.ndarray, q_t: np.ndarray) -> np.ndarray:
+    """Per query, the last start or end of an event of its thread (Python's calls too)
+    before ``q_t``; -1 where none."""
+    h = np.flatnonzero(on_host & member(thread, unique(q_thread)))
+    key = np.concatenate([thread[h], thread[h]])
+    t = np.concatenate([start[h], end[h]])
+    return last_at_or_before(key, t, t, q_thread, q_t - 1)
+
+
+def read_links(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.ndarray, track: np.ndarray,
+               corr: Correlation) -> ReadLinks:
+    """PjRt's reads of device buffers (the module's second part)."""
+    disp = trace.rows_named(*XLA_TRANSFER_DISPATCHES)
+    disp = disp[on_host[disp]]
+    p_col = trace.stat("_p")
+    if not len(disp) or p_col is None or not len(corr.device_rows):
+        return NO_READS
+    cons, c_ctx = _contexts(trace, disp, "_c", "_ct")
+    prod = np.asarray(p_col.rows, np.int64)
+    prod, p_ctx = _contexts(trace, prod[on_host[prod]], "_p", "_pt")
+    if not len(cons) or not len(prod):
+        return NO_READS
+    plane = trace.track_plane.astype(np.int64)[track]
+    _, _, code = unique_rows(plane[np.concatenate([prod, cons])], *np.concatenate([p_ctx, c_ctx]).T)
+    at = find(code[:len(prod)], code[len(prod):])  # each dispatch's read (contexts are per process)
+    cons, prod = cons[at >= 0], prod[at[at >= 0]]
+    keep = end[prod] <= start[cons] + AGREE_NS
+    cons, prod = cons[keep], prod[keep]
+    thread = cache.threads(trace)[track]
+    ok = corr.launch >= 0
+    dev, launch = corr.device_rows[ok], corr.launch[ok]
+    # each dispatch's copy: the first activity its thread launched from its start on, before its next dispatch
+    at = first_at_or_after(thread[launch], start[launch], np.arange(len(dev)), thread[cons], start[cons])
+    nxt = first_at_or_after(thread[disp], start[disp], start[disp], thread[cons], start[cons] + 1)
+    ok = (at >= 0) & ((nxt < 0) | (start[launch[np.maximum(at, 0)]] < nxt))
+    src, dst = [prod], [cons]  # (the dispatch waits for its read's call, copy or not)
+    cons, prod, copy = cons[ok], prod[ok], dev[at[ok]]
+    waited = _last_ended(plane[track[dev]], start[launch], end[dev], dev, plane[track[copy]], start[prod])
+    has = waited >= 0
+    has[has] = end[waited[has]] <= start[cons[has]] + AGREE_NS  # (else the buffer was another's)
+    src.append(waited[has])
+    dst.append(cons[has])
+    done = trace.rows_named(*XLA_TRANSFER_RESUMES)
+    done = done[on_host[done]]
+    k = _NONE
+    if not len(copy):
+        done = done[:0]
+    elif len(done):  # each copy out of the staging buffer: the reads' copy that ended last by its start
+        o = np.argsort(end[copy], kind="stable")
+        at = np.searchsorted(end[copy][o], start[done] + AGREE_NS, "right") - 1
+        done, k = done[at >= 0], o[at[at >= 0]]
+        src.append(copy[k])
+        dst.append(done)
+    s, d = np.concatenate(src), np.concatenate(dst)
+    idle = _last_node_before(thread, start, end, on_host, thread[d], start[d]) < end[s]
+    o = np.argsort(start[d], kind="stable")
+    # the reading thread waits from its last event before the copy out of the staging buffer ends
+    w_thread = thread[prod[k]]
+    since = _last_node_before(thread, start, end, on_host, w_thread, end[done])
+    w = since < end[copy[k]]  # (idle since before the device's copy ended; else it did not wait)
+    done, w_thread, since = done[w], w_thread[w], since[w]
+    w_o = np.argsort(start[done], kind="stable")
+    return ReadLinks(s[o], d[o], idle[o], start[d[o]], done[w_o], w_thread[w_o], since[w_o], start[done[w_o]])
+
+
+def read_edges(trace: Trace, reads: ReadLinks, host: np.ndarray, gidx: np.ndarray, node_time: np.ndarray,
+               t0: int, t1: int, windows: Windows | None) -> tuple[Windows | None, np.ndarray, np.ndarray, np.ndarray]:
+    """A window's part of PjRt's reads (those starting in ``[t0, t1)``; ``host``: the
+    window's host calls, graph events ``0..len(host)-1``; ``gidx``: event row -> graph
+    event; ``node_time``: the graph's): ``windows`` (``xla_links.blocking_dispatches``'
+    (thread, start, end, node of the awaited end), or None) with the reading threads'
+    waits, whose edges then weigh nothing, their end leading to the thread's next node
+    (``xla_links.blocked_edges``); and the links' edges (source nodes, destination
+    nodes, weights): each from an end into a start, weighing, where the thread waited,
+    the time from the last of the start's sources."""
+    src, dst, idle = reads.within(t0, t1)
+    g_s, g_d = gidx[src], gidx[dst]
+    keep = (g_s >= 0) & (g_d >= 0) & (g_d < len(host))
+    a, b, idle = 2 * g_s[keep] + 1, 2 * g_d[keep], idle[keep]
+    keep = node_time[a] <= node_time[b] + AGREE_NS  # (a call cut at the window's end)
+    a, b, idle = a[keep], b[keep], idle[keep]
+    weight = _NONE
+    if len(a):
+        o = lexsort((node_time[a], b))
+        a, b, idle = a[o], b[o], idle[o]
+        last = np.r_[b[1:] != b[:-1], True]  # each start's last source
+        ready = np.zeros(len(node_time), np.int64)
+        ready[b[last]] = node_time[a[last]]
+        waits = np.zeros(len(node_time), bool)
+        waits[b[idle]] = True
+        weight = np.where(waits[b], np.maximum(node_time[b] - ready[b], 0), 0)
+    done, th, since = reads.waits_within(t0, t1)
+    g = gidx[done]
+    keep = (g >= 0) & (g < len(host))
+    g, th, since = g[keep], th[keep], since[keep]
+    if len(g):
+        mine = (th, since, node_time[2 * g + 1], 2 * g + 1)
+        if windows is not None:
+            mine = (np.concatenate([windows[0], th]), np.concatenate([windows[1], since]),
+                    np.concatenate([windows[2], mine[2]]), np.concatenate([windows[3], mine[3]]))
+        windows = mine
+    return windows, a, b, weight

@@ -35,7 +35,9 @@ its end, waits for the run, as a CUDA sync call for its kernels. Its thread's ti
 the run (the call's own time and its children's: ``Wait for LaunchOnDevice completion``)
 weighs nothing, and the thread's first node at or after the run's end depends on the
 run's last end (weighing, into a call's end, the call's time between outside its
-waits); a dispatch that ends before its run does stays work. A dispatch on several
+waits, and into the start of a call nested in another, that time, the enclosing
+call's: the thread resumed inside the dispatch); a dispatch that ends before its run
+does stays work. A dispatch on several
 devices launches its runs one by one (a pool thread's
 ``[0] CommonPjRtLoadedExecutable::Execute``, then ``[1] ...``): it waits only once the
 last of them has started; and such a launch, itself a dispatch of its device's run
@@ -49,7 +51,18 @@ nothing else held the run back (HTA's launch delay; the dispatch's time). Before
 led from the thread into a run: a step's path started at the run's first op, or stopped
 at the dispatch, and what the thread did before (a ``load`` section) was off the path
 or the run was. JAX's dispatch on one device (``ExecuteHelperOnSingleDevice``) names no
-run and is not linked.
+run: the run it launched is the one its thread pool task started (:func:`launched_runs`:
+TSL's ``ThreadpoolListener::Record`` in the dispatch, read by the ``StartRegion`` that
+opens the run on a pool thread), and it is linked alike.
+
+The run back into a thread waiting for its output (:func:`await_edges`): JAX's
+``block_until_ready`` records PjRt's ``CommonPjRtBuffer::Await`` as the wait begins and
+again, consuming the first's TraceMe context, as it returns, nothing between
+(:func:`buffer_waits`). The run that ended last by the return, after the wait began, on
+another thread, leads into the return, weighing the time between (the thread waking:
+nobody's) where the thread has no node in it. Before, a dispatch that returned before its
+run ended led back from it nowhere: the path ended at the run's last op, and the thread's
+wake-up after it (up to 11.5 ms on a loaded 2-core machine) was off it.
 """
 
 from __future__ import annotations
@@ -58,10 +71,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..derive import cache
 from ..derive.intervals import covered, union
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import last_at_or_before, lexsort, unique, unique_inverse, unique_rows
+from ..trace.sorting import (find, first_and_inverse, first_at_or_after, last_at_or_before, lexsort, unique,
+                             unique_inverse, unique_rows)
 from ..trace.vocabulary import XLA_WAIT_CALLS
 from .common import names_in
 
@@ -320,15 +335,17 @@ def blocked(thread: np.ndarray, a_time: np.ndarray, b_time: np.ndarray,
 
 
 def blocked_edges(walk_thread: np.ndarray, walked: np.ndarray, node_time: np.ndarray,
-                  windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                  windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                  depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(source, destination, weight, owner) nodes: per window of
     :func:`blocking_dispatches`, from the run's last end into the first node of the
     waiting thread's walk (``walked``, each thread's nodes in time order; ``walk_thread``:
-    per host call its thread) at or after it. Where that node ends a call, the edge
-    weighs the call's time between the two outside the thread's windows (its work after
-    its wait: the dispatch returning, or its thread descheduled before it could), and
-    belongs to it; into a call's start, nothing."""
+    per host call its thread) at or after it. The edge weighs the time between the two
+    outside the thread's windows where that node ends a call (the call's work after its
+    wait: the dispatch returning, or its thread descheduled before it could; its own), or
+    starts a call nested in another (``depth``: per host call; the time is the enclosing
+    call's, as a gap between two children is their parent's: the thread woke inside the
+    dispatch); into a top-level call's start, nothing."""
     w_th, _, w_e, w_node = windows
     src, dst = [], []
     node_th = walk_thread[walked >> 1]
@@ -344,9 +361,30 @@ def blocked_edges(walk_thread: np.ndarray, walked: np.ndarray, node_time: np.nda
     a, b = np.concatenate(src), np.concatenate(dst)
     t_a, t_b = node_time[a], node_time[b]
     th_b = walk_thread[b >> 1]
-    weight = (t_b - t_a) - waited(th_b, t_a, t_b, windows)
-    weight = np.where((b & 1).astype(bool), np.maximum(weight, 0), 0)
-    return a, b, weight, np.where(weight > 0, b >> 1, -1)
+    weight = np.maximum((t_b - t_a) - waited(th_b, t_a, t_b, windows), 0)
+    is_end = (b & 1).astype(bool)
+    owner = np.where(is_end, b >> 1, -1)
+    if depth is not None:  # into a nested call's start: its parent's time
+        owner[~is_end] = _enclosing(walk_thread, walked, depth, b[~is_end])
+    weight = np.where(owner >= 0, weight, 0)
+    return a, b, weight, np.where(weight > 0, owner, -1)
+
+
+def _enclosing(walk_thread: np.ndarray, walked: np.ndarray, depth: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per start node of ``starts``, the call it is nested in (-1: a top-level call): the
+    last call of one depth less to start before it on its thread, in the walk (calls
+    nest: one of that depth starting later than the parent starts after it ends)."""
+    ev = walked >> 1
+    is_start = ~(walked & 1).astype(bool)
+    place = np.arange(len(walked))
+    s = np.flatnonzero(is_start)
+    d_max = int(depth.max(initial=0)) + 2
+    pos = np.empty(int(walked.max(initial=-1)) + 1, np.int64)
+    pos[walked] = place  # (per node, its place in the walk)
+    q_ev = starts >> 1
+    found = last_at_or_before(walk_thread[ev[s]] * d_max + depth[ev[s]], place[s], ev[s],
+                              walk_thread[q_ev] * d_max + depth[q_ev] - 1, pos[starts])
+    return np.where(depth[q_ev] > 0, found, -1)
 
 
 def launch_edges(walk_thread: np.ndarray, walked: np.ndarray, node_time: np.ndarray, is_dispatch: np.ndarray,
@@ -414,3 +452,135 @@ def launch_edges(walk_thread: np.ndarray, walked: np.ndarray, node_time: np.ndar
     t_src = node_time[src]
     weight = np.where((before <= t_src) & (dev_free[r] <= t_src), node_time[dst] - t_src, 0)
     return src, dst, weight, np.where(src == 2 * disp + 1, -1, disp)
+
+
+#: TSL's thread pool listener (``ThreadpoolListener``): the instant a task is scheduled
+#: on a pool (``Record``, a TraceMe producer: ``_p``, ``_pt``), the instant a pool thread
+#: starts it (``StartRegion``, its consumer: ``_c``, ``_ct`` the same; context type 15,
+#: TSL's ``kThreadpoolEvent``, in JAX 0.10.2), and its end there (``StopRegion``)
+POOL_RECORD, POOL_START, POOL_STOP = ("ThreadpoolListener::Record", "ThreadpoolListener::StartRegion",
+                                      "ThreadpoolListener::StopRegion")
+
+
+def _contexts(trace: Trace, rows: np.ndarray, id_key: str, type_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(those of ``rows`` carrying a TraceMe context, its (id, type) per row)."""
+    found = trace.stats.lookup_rows((id_key, type_key), rows)
+    if len(found) < 2 or any(v.dtype.kind not in "iu" for _, v in found.values()):
+        return rows[:0], np.zeros((0, 2), np.int64)
+    (has_id, ids), (has_type, types) = found[id_key], found[type_key]
+    both = has_id & has_type
+    return rows[both], np.stack([ids[both[has_id]].astype(np.int64), types[both[has_type]].astype(np.int64)], 1)
+
+
+def launched_runs(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.ndarray, is_dispatch: np.ndarray,
+                  is_member: np.ndarray, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dispatch rows, ascending; the :data:`RUN_STAT` of the run each launched): the run of
+    a dispatch that names none (JAX's on one device, ``ExecuteHelperOnSingleDevice``), from
+    the TraceMe context that ties it to the run. The dispatch hands the run to the
+    client's pool: a ``ThreadpoolListener::Record`` (:data:`POOL_RECORD`) on its thread
+    during it; the pool thread that runs it records the ``StartRegion`` consuming that
+    context, then the run's calls (``is_member``: an XLA op or the run's wait, with its
+    ``run``, -1: none) until its ``StopRegion``. The run is the one of the first member
+    call on that thread at or after the ``StartRegion``, before the next ``StopRegion``
+    there (a task that ran no program, e.g. a buffer's callback, or a run deferred to its
+    inputs, whose region holds no call of it: no run). The dispatch is the outermost one
+    (``is_dispatch``: per string id, :func:`xla_dispatches`) on the ``Record``'s thread
+    during it, naming no run itself; of several ``Record`` in one dispatch, the first
+    that leads to a run. Contexts match within a plane (one process's ids)."""
+    rec, sr = trace.rows_named(POOL_RECORD), trace.rows_named(POOL_START)
+    rec, sr = rec[on_host[rec]], sr[on_host[sr]]
+    rec, p_ctx = _contexts(trace, rec, "_p", "_pt")
+    sr, c_ctx = _contexts(trace, sr, "_c", "_ct")
+    if not len(rec) or not len(sr):
+        return _NONE, _NONE
+    track = np.asarray(trace.events["track"], np.int64)
+    plane = trace.track_plane.astype(np.int64)[track[np.concatenate([rec, sr])]]
+    _, _, code = unique_rows(plane, *np.concatenate([p_ctx, c_ctx]).T)
+    at = find(code[len(rec):], code[:len(rec)])  # each Record's StartRegion
+    thread = cache.threads(trace)[track]
+    rec, cons = rec[at >= 0], sr[at[at >= 0]]
+    keep = thread[rec] != thread[cons]
+    rec, cons = rec[keep], cons[keep]
+    m = np.flatnonzero(is_member & (run != -1))  # (a run id may be negative)
+    stop = trace.rows_named(POOL_STOP)
+    first = first_at_or_after(thread[m], start[m], m, thread[cons], start[cons])
+    nxt = first_at_or_after(thread[stop], start[stop], stop, thread[cons], start[cons])
+    keep = (first >= 0) & ((nxt < 0) | (start[first] <= start[np.maximum(nxt, 0)]))
+    rec, first = rec[keep], first[keep]
+    d = np.flatnonzero(is_dispatch[np.asarray(trace.events["name"], np.int64)] & on_host & (end > start) & (run == -1))
+    if not len(rec) or not len(d):
+        return _NONE, _NONE
+    disp = np.full(len(rec), -1, np.int64)
+    for th in unique(thread[rec]).tolist():  # the outermost dispatch during each Record (a handful of threads)
+        q, c = np.flatnonzero(thread[rec] == th), d[thread[d] == th]
+        if not len(c):
+            continue
+        c = c[np.argsort(start[c], kind="stable")]
+        c_e = end[c]
+        outer = np.maximum.accumulate(np.where(c_e >= np.maximum.accumulate(c_e), np.arange(len(c)), 0))
+        i = np.searchsorted(start[c], start[rec[q]], "right") - 1  # the dispatches started by it
+        call = c[outer[np.maximum(i, 0)]]
+        disp[q] = np.where((i >= 0) & (end[call] >= start[rec[q]]), call, -1)
+    ok = disp >= 0
+    rec, disp, first = rec[ok], disp[ok], first[ok]
+    o = np.lexsort((start[rec], disp))  # per dispatch, its Records by time: the first leads
+    one, _ = first_and_inverse(disp[o])
+    return disp[o][one], run[first[o][one]]
+
+
+#: PjRt's wait for a buffer to be ready (``block_until_ready``): a TraceMe as the wait
+#: begins (a producer: ``_p``, ``_pt``) and one as it returns (its consumer: ``_c``,
+#: ``_ct`` the same), both on the waiting thread, nothing between
+AWAIT_CALL = "CommonPjRtBuffer::Await"
+
+
+def buffer_waits(trace: Trace, on_host: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of the :data:`AWAIT_CALL` that returns from a wait, ascending; the start of
+    the one that began it): the pairs of one thread and one TraceMe context."""
+    rows = trace.rows_named(AWAIT_CALL)
+    rows = rows[on_host[rows]]
+    p, p_ctx = _contexts(trace, rows, "_p", "_pt")
+    c, c_ctx = _contexts(trace, rows, "_c", "_ct")
+    if not len(p) or not len(c):
+        return _NONE, _NONE
+    thread = cache.threads(trace)[np.asarray(trace.events["track"], np.int64)[np.concatenate([p, c])]]
+    _, _, code = unique_rows(thread, *np.concatenate([p_ctx, c_ctx]).T)
+    at = find(code[:len(p)], code[len(p):])  # each return's beginning
+    c, since = c[at >= 0], start[p[at[at >= 0]]]
+    keep = since <= start[c]
+    return c[keep], since[keep]
+
+
+def await_edges(walk_thread: np.ndarray, walked: np.ndarray, node_time: np.ndarray, waiter: np.ndarray,
+                since: np.ndarray, is_member: np.ndarray, run: np.ndarray, device: np.ndarray,
+                plane: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source, destination, weight) nodes: per return from a buffer wait (``waiter``:
+    graph events, :func:`buffer_waits`; ``since``: when each wait began), from the end
+    of the program run that ended last by the return, at or after the wait began, in
+    the same process (``plane``, per host call) on another thread, into the return's
+    start. ``is_member``, ``run``, ``device``: as :func:`run_order_edges`;
+    ``walk_thread``, ``walked``: as :func:`launch_edges`. The edge weighs the time
+    between (the thread waking after the run: in no event) where the waiting thread has
+    no node in it; else nothing."""
+    m = np.flatnonzero(is_member & (run != -1))  # (a run id may be negative)
+    if not len(waiter) or not len(m):
+        return _NONE, _NONE, _NONE
+    _, first, code = unique_rows(plane[m], device[m], run[m])
+    e = node_time[2 * m + 1]
+    by_end = lexsort((e, code))
+    last = m[by_end[np.searchsorted(code[by_end], np.arange(len(first)), "right") - 1]]  # each run's last call
+    back = node_time[2 * waiter]
+    run_last = last_at_or_before(plane[last], node_time[2 * last + 1], last, plane[waiter], back)  # (ended last)
+    ok = run_last >= 0
+    run_last = np.maximum(run_last, 0)
+    ok &= (node_time[2 * run_last + 1] >= since) & (walk_thread[run_last] != walk_thread[waiter])
+    waiter, run_last = waiter[ok], run_last[ok]
+    if not len(waiter):
+        return _NONE, _NONE, _NONE
+    step_of = np.empty(len(node_time), np.int64)  # per node, its place in the walk
+    step_of[walked] = np.arange(len(walked))
+    prev = walked[np.maximum(step_of[2 * waiter] - 1, 0)]  # the waiting thread's node before the return
+    quiet = (step_of[2 * waiter] == 0) | (walk_thread[prev >> 1] != walk_thread[waiter])
+    quiet |= node_time[prev] <= node_time[2 * run_last + 1]
+    src, dst = 2 * run_last + 1, 2 * waiter
+    return src, dst, np.where(quiet, node_time[dst] - node_time[src], 0)

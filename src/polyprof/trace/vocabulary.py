@@ -88,6 +88,15 @@ EVENT_WAIT_CALLS = ("clWaitForEvents",)
 #: XLA's CPU runtime: the program's thread waiting for the ops it ran on XLA's worker
 #: threads (exact names): on a critical path their time is those ops' (analyze/xla_links.py)
 XLA_WAIT_CALLS = ("ThunkExecutor::Execute (wait for completion)",)
+#: PjRt's reads of a device buffer into host memory (``np.asarray``, ``jax.device_get``
+#: on a GPU), exact names: the reading call (``CommonPjRtBuffer::ToLiteral``, a TraceMe
+#: producer context ``_p``/``_pt``) hands the transfer to a PjRt worker thread, which
+#: runs it once the buffer is ready (the dispatch, that context's consumer) and launches
+#: the device-to-host copy; the reading thread, waiting meanwhile in no event, resumes
+#: with the copy out of the staging buffer. The critical path links the dispatch to the
+#: device work it waited for and the resumption to the copy (analyze/wait_links.py)
+XLA_TRANSFER_DISPATCHES = ("D2H Dispatch",)
+XLA_TRANSFER_RESUMES = ("D2H Copy From Staging Buffer",)
 #: host calls that record a device event on a stream (exact names)
 EVENT_RECORD_CALLS = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord")
 #: host calls that make a stream wait for an event recorded on another (exact names)
