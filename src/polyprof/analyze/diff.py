@@ -39,6 +39,10 @@ per-step change is at least ``rel_floor`` of A's (default 5%); and at least
 when one did, else of the mean over the ranks. Rows whose every per-step total, in both
 runs, is below the absolute floor cannot reach it and are not tested (nor counted in
 the correction): a label-blind filter, so the correction stays valid.
+
+The samples are steps; a trace without steps is left out where both sides have traces
+with steps (``overview[side]["left_out"]`` names it), and each trace is one sample only
+where a side has none (``_Collector.settle``; the verdict's notes: ``diff_notes.py``).
 """
 
 from __future__ import annotations
@@ -51,11 +55,12 @@ import numpy as np
 
 from ..errors import PolyprofError
 from .common import CLASS_NAMES
-from .diff_stats import (TESTS, Compared, Samples, SparseSamples, adjust, change_of, compare, decide,
+from .diff_stats import (NO_REACH, TESTS, Compared, Samples, SparseSamples, adjust, change_of, compare, decide,
                          without_stalls)
 from .diff_nesting import NestCounts, changes_of
 from .diff_sums import TableSums, TraceSums, is_job, run_summaries
 from .diff_apart import ranks_apart
+from .diff_notes import reach, sample_notes
 from .diff_verdict import APART, STALL, sign_notes, test_way, verdict_lines
 from .frames import column, frame
 from .names import normalize_name, normalize_op_name
@@ -142,7 +147,7 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
                 acc.add(side, run_no, rank, sums)
         if not acc.info[side]["traces"]:
             raise PolyprofError(f"diff: run {side.upper()} has no traces")
-    whole = acc.whole_traces()
+    whole = acc.settle()  # per step, traces without steps left out, unless a side has no steps at all
     one_rank = acc.one_trace_per_run()  # then the rank numbers do not matter: rank 0 of A against rank 1 of B
     compared = {t: compare(acc.samples("a", t, whole), acc.samples("b", t, whole), test) for t in TABLES}
     floors = (rel_floor, abs_floor_ns)
@@ -150,29 +155,32 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
     adjusted = adjust({t: np.where(tested[t], compared[t].p, np.nan) for t in TABLES}, correction)
     untestable = next((c.untestable for c in compared.values() if c.untestable), None)
     if untestable is not None and whole:
-        which = [s.upper() for s in ("a", "b") if acc.info[s]["traces_without_steps"]]
+        which = [s.upper() for s in ("a", "b") if acc.info[s]["traces_without_steps"] == acc.info[s]["traces"]]
         untestable = (f"run {' and '.join(which)} {'have' if len(which) > 1 else 'has'} no steps and one run "
                       "a side (the test compares per-step totals, or runs: record steps with torch.profiler's "
                       "schedule or polyprof.step(), or give several runs a side)")
-    tables = {t: acc.table(t, compared[t], tested[t], adjusted[t], alpha, floors, untestable is None)
-              for t in TABLES}
+    n_tested = int(sum(int(tested[t].sum()) for t in TABLES))
+    out_of_reach = reach(compared, n_tested, alpha, correction, test)  # (None: a row can be called)
+    tables = {t: acc.table(t, compared[t], tested[t], adjusted[t], alpha, floors, untestable is None,
+                           out_of_reach is not None) for t in TABLES}
     step_time = _step_time(acc, whole, alpha, floors, test)
     changes = changes_of(tables, acc.nest)  # nested rows that moved together: one change (diff_nesting)
-    n_tested = int(sum(int(tested[t].sum()) for t in TABLES))
     strata = compared["kernels"].strata
     method = compared["kernels"].method or compared["ops"].method
     overview = {"a": acc.info["a"], "b": acc.info["b"], "alpha": alpha, "normalized_names": normalize,
                 "test": method, "correction": correction, "rows_tested": n_tested,
                 "rel_floor": rel_floor, "abs_floor_ns": abs_floor_ns, "ranks": strata,
                 "samples": "whole traces (a trace without steps)" if whole else "steps",
-                "untestable": untestable}
+                "untestable": untestable, "reach": out_of_reach}
     verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns, acc.nest)  # (its lists grouped too)
     if len(strata) > 1:  # a collective the ranks moved apart in (after the changes)
         apart = ranks_apart({t: (list(acc.index[t]), compared[t].means_a, compared[t].means_b) for t in TABLES},
-                            strata, tables, step_time, floors, fmt_ns)
-        at = next((i for i, line in enumerate(verdict) if line.startswith("Unchanged:")), len(verdict))
+                            strata, tables, step_time, floors, fmt_ns, unit=step_time["unit"])
+        at = next((i for i, line in enumerate(verdict) if line.startswith(("Unchanged:", "Not called changed"))),
+                  len(verdict))
         verdict[at:at] = apart
     verdict += sign_notes(tables, overview)  # totals against per step, one rank or many
+    verdict += sample_notes(overview)  # traces without steps: left out, or why the diff is per trace
     verdict += [f"Note: {w}." for s in ("a", "b") for w in acc.info[s].get("warnings", [])]
     alone = {s: [] if one_rank else sorted(set(acc.info[s]["ranks"]) - set(acc.info[o]["ranks"]))
              for s, o in (("a", "b"), ("b", "a"))}
@@ -232,6 +240,9 @@ class _Collector:
             for s in ("a", "b")}
         self.nest = NestCounts(self.index)
         self._cells: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        #: per side, per trace: (run, rank, path, steps, events, window); and the traces left out
+        self.seen: dict[str, list[tuple[int, int, str | None, int, int, str]]] = {"a": [], "b": []}
+        self._later: list[tuple[str, int, TraceSums]] = []  # the traces without steps: added at settle
 
     def add(self, side: str, run: int, rank: int, sums: TraceSums) -> None:
         info = self.info[side]
@@ -247,6 +258,7 @@ class _Collector:
         trace_no = info["traces"]
         info["traces"] += 1
         info.setdefault("window", sums.window)
+        self.seen[side].append((run, rank, sums.path, len(sums.step_ns), sums.events, sums.window))
         info["events"] += sums.events
         info["steps"] += len(sums.step_ns)
         info["traces_without_steps"] += int(not len(sums.step_ns))
@@ -255,6 +267,14 @@ class _Collector:
         self.step_of[side].extend([(run, rank)] * len(sums.step_ns))
         self.trace_of[side].append((run, rank))
         self.span_ns[side].append(sums.span_ns)
+        if len(sums.step_ns):
+            self._add_tables(side, trace_no, offset, sums)
+        else:  # its names and times wait: left out where the diff is per step (settle)
+            self._later.append((side, trace_no, sums))
+
+    def _add_tables(self, side: str, trace_no: int, offset: int, sums: TraceSums) -> None:
+        """One trace's tables: its names into the vocabularies, its counts, totals and
+        per-step totals (its steps: the side's samples ``offset``..) and its nesting."""
         keys = {table: self._keys(table, t) for table, t in sums.tables.items()}
         self.nest.add(side, sums.nest, keys)
         for table, t in sums.tables.items():
@@ -295,9 +315,37 @@ class _Collector:
             self.trace_of[s] = [(run, 0) for run, _ in self.trace_of[s]]
         return True
 
-    def whole_traces(self) -> bool:
-        """Whether the samples are whole traces: some trace has no steps."""
-        return any(self.info[s]["traces_without_steps"] for s in ("a", "b"))
+    def settle(self) -> bool:
+        """Whether the samples are whole traces: where a side has no trace with steps (its
+        time per step is unknown; each trace is then one sample). Else the samples are
+        steps, and the traces without steps are left out of the diff (:meth:`_leave_out`):
+        a trace without steps has no time per step, and compared whole beside traces of
+        11 and 23 steps, each trace's time measures how long its run is, not how fast its
+        steps are (docs/analysis.md, "A trace without steps")."""
+        whole = any(self.info[s]["traces_without_steps"] == self.info[s]["traces"] for s in ("a", "b"))
+        if whole:
+            for side, trace_no, sums in self._later:
+                self._add_tables(side, trace_no, 0, sums)  # (no steps: no per-step cells)
+        else:
+            for side in ("a", "b"):
+                self._leave_out(side)
+        self._later = []
+        return whole
+
+    def _leave_out(self, side: str) -> None:
+        """The side's traces without steps out of its counts (runs, traces, ranks,
+        events, window; their tables were never added), each named in ``info["left_out"]``."""
+        seen = self.seen[side]
+        gone = [i for i, x in enumerate(seen) if not x[3]]
+        if not gone:
+            return
+        kept = [x for x in seen if x[3]]
+        info = self.info[side]
+        info["left_out"] = [{"run": seen[i][0], "rank": seen[i][1], "path": seen[i][2], "why": "no steps"}
+                            for i in gone]
+        info.update(runs=len({x[0] for x in kept}), traces=len(kept), events=sum(x[4] for x in kept),
+                    ranks=list(dict.fromkeys(x[1] for x in kept)), window=kept[0][5])
+        info["runs_seen"] = len({x[0] for x in seen})
 
     def n_runs(self, side: str) -> int:
         return max(self.info[side]["runs"], 1)
@@ -358,7 +406,7 @@ class _Collector:
         return Samples(np.asarray(values, np.float64)[None, :], lab[:, 0], lab[:, 1])
 
     def table(self, table: str, c: Compared, tested: np.ndarray, p_adj: np.ndarray, alpha: float,
-              floors: tuple[float, float], testable: bool) -> Table:
+              floors: tuple[float, float], testable: bool, out_of_reach: bool = False) -> Table:
         names = list(self.index[table])
         n = len(names)
         ca, ta = self.sums("a", table)
@@ -376,6 +424,8 @@ class _Collector:
         rank_delta, rank_rel = change_of(rank_a, rank_b)
         sig, change, reason = decide(c.p, p_adj, tested, np.where(one, rank_delta, step_delta),
                                      np.where(one, rank_rel, rel), alpha, floors, testable)
+        if out_of_reach:  # no p could pass: "within the noise" would say what the test cannot tell
+            reason[reason == "within the noise"] = NO_REACH
         raw = [sorted(r) for r in self.raw[table]]
         cols: dict[str, np.ndarray] = {"name": _objects(names)}
         if table == "kernels":

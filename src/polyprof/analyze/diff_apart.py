@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .collective_roots import ROOTED
+from .collectives import normalise_op
 from .diff_nesting import collective_run
 from .diff_verdict import label
 from .frames import column
@@ -28,13 +30,28 @@ def measures_wait(table: str, name: str, kind: str) -> bool:
     when the program asks, not from the rank's arrival), nor an XLA async half (the start
     launches, the done waits as a wait op does): the diff cannot tell what their time
     says of the ranks' arrivals (``analyze/collectives.py`` times no host launch either,
-    and joins an XLA async pair into one collective, which rows by name cannot)."""
-    return collective_run(table, name, kind)
+    and joins an XLA async pair into one collective, which rows by name cannot). Nor a
+    rooted collective (broadcast, scatter, reduce, gather: ``collective_roots.ROOTED``):
+    it binds its ranks one way only (a broadcast's root sends and is done, and may leave
+    before a receiver arrives; a reduce's senders may leave before the root arrives), so
+    the rank spending least in it need not have arrived last."""
+    return collective_run(table, name, kind) and _op(name) not in ROOTED
+
+
+def _op(name: str) -> str:
+    """A row's collective, as ``collectives.normalise_op`` names it: of the op after its
+    module (``jit_f/all-reduce.1``), and of the role ``nccl Broadcast kernel`` that the
+    diff names NCCL's kernels by (``analyze/roles.py``)."""
+    op = name.rsplit("/", 1)[-1]
+    words = op.split(" ")
+    if len(words) == 3 and words[0].lower() in ("nccl", "rccl") and words[2] == "kernel":
+        op = words[1]
+    return normalise_op(op)
 
 
 def ranks_apart(per_rank: dict[str, tuple[list[str], np.ndarray | None, np.ndarray | None]], strata: list[int],
                 tables: dict[str, Any], st: dict[str, Any], floors: tuple[float, float],
-                fmt_ns: Callable[[float], str], top: int = 3) -> list[str]:
+                fmt_ns: Callable[[float], str], top: int = 3, unit: str = "step") -> list[str]:
     """Collectives whose ranks moved apart: in the run where B is slower (A where it is
     faster), the rank that spends least in the collective arrived last, and another
     rank's wait for it (its time in it over that rank's) grew that way by the floors
@@ -59,7 +76,7 @@ def ranks_apart(per_rank: dict[str, tuple[list[str], np.ndarray | None, np.ndarr
             if not measures_wait(t, name, kind):
                 continue
             for way in ("slower", "faster"):
-                got = _apart(names[i], t, way, ma[i], mb[i], strata, floors, fmt_ns)
+                got = _apart(names[i], t, way, ma[i], mb[i], strata, floors, fmt_ns, unit)
                 if got is None:
                     continue
                 u, moved, waited, text = got
@@ -69,7 +86,8 @@ def ranks_apart(per_rank: dict[str, tuple[list[str], np.ndarray | None, np.ndarr
 
 
 def _apart(name: str, table: str, way: str, ma: np.ndarray, mb: np.ndarray, strata: list[int],
-           floors: tuple[float, float], fmt_ns: Callable[[float], str]) -> tuple[int, float, float, str] | None:
+           floors: tuple[float, float], fmt_ns: Callable[[float], str],
+           unit: str = "step") -> tuple[int, float, float, str] | None:
     """One collective whose ranks moved apart, B being ``way``: the rank that waited most
     (its index), its own change and the change of its wait, and the line; None where no
     rank's did. In the run with the wait (B where B is slower, else A) the rank that
@@ -96,11 +114,11 @@ def _apart(name: str, table: str, way: str, ma: np.ndarray, mb: np.ndarray, stra
     def move(i: int) -> str:
         return f"{fmt_ns(ma[i])} -> {fmt_ns(mb[i])}"
 
-    who = (f"rank {strata[u]}'s time in it {grew} ({move(u)} per step)" if n == 1 else
-           f"{n} ranks' time in it {grew} (most rank {strata[u]}'s: {move(u)} per step)")
+    who = (f"rank {strata[u]}'s time in it {grew} ({move(u)} per {unit})" if n == 1 else
+           f"{n} ranks' time in it {grew} (most rank {strata[u]}'s: {move(u)} per {unit})")
     run, other = ("B", "A") if slower else ("A", "B")
     wait = (f"rank {strata[u]}" if n == 1 else "they") + (" waited" if not slower else " waits" if n == 1 else " wait")
-    size = (f"rank {strata[u]}'s time in it {fmt_ns(here[u] - here[s])} per step over rank {strata[s]}'s in {run}, "
+    size = (f"rank {strata[u]}'s time in it {fmt_ns(here[u] - here[s])} per {unit} over rank {strata[s]}'s in {run}, "
             f"{fmt_ns(there[u] - there[s])} in {other}")
     return u, float(up[u]), float(gap[u]), (
         f"Ranks apart in {label(table)} {name[:60]}, a collective: {who} while rank {strata[s]}'s {fell} "

@@ -158,6 +158,11 @@ class Compared:
     rank_mean_b: np.ndarray | None = None
     means_a: np.ndarray | None = None  # rows x strata: each rank's mean per sample
     means_b: np.ndarray | None = None
+    #: per stratum tested: the units its test weighs on each side (runs where a side has
+    #: several, else samples: steps or traces) and whether they are runs
+    sizes: list[tuple[int, int, bool]] | None = None
+    #: the smallest p-value any row's test can give with these sizes (:func:`smallest_p`)
+    min_p: float = 0.0
 
 
 def mean_of_runs(x: np.ndarray, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -248,6 +253,9 @@ def compare(a: Samples | SparseSamples, b: Samples | SparseSamples, test: str = 
     runs_a = {int(r): len(unique(a.run[a.rank == r])) for r in strata}
     runs_b = {int(r): len(unique(b.run[b.rank == r])) for r in strata}
     replicated = any(runs_a[r] > 1 or runs_b[r] > 1 for r in strata)
+    sizes = [(runs_a[r], runs_b[r], True) if runs_a[r] > 1 or runs_b[r] > 1 else
+             (int((a.rank == r).sum()), int((b.rank == r).sum()), False)
+             for j, r in enumerate(strata) if why[j] is None]
     if test == "t":
         method = ("Student's t over the runs' mean and median log times (run-to-run variance)" if replicated else
                   "Student's t over log per-step totals")
@@ -256,7 +264,26 @@ def compare(a: Samples | SparseSamples, b: Samples | SparseSamples, test: str = 
     if len(strata) > 1:
         method += f", each of {len(strata)} ranks, combined (Stouffer) and the most-changed rank (Bonferroni)"
     return Compared(p, mean_a, mean_b, P, [int(r) for r in strata], decided, method, untestable, rank_a, rank_b,
-                    MA, MB)
+                    MA, MB, sizes, smallest_p(sizes, len(strata), test))
+
+
+def smallest_p(sizes: list[tuple[int, int, bool]], n_strata: int, test: str) -> float:
+    """The smallest p-value a row's test can give (:func:`compare`), whatever the data:
+    the rank test's is bounded by its sizes (a 5-vs-5 Mann-Whitney's exact two-sided p is
+    at least 2/252 = 0.0079, ``ranktest.min_p_value``); over several ranks, the smaller of
+    the combination with every rank at its smallest p the same way and the most-changed
+    rank's, as :func:`compare` takes them. The t test's has no such bound (0). A
+    correction over many rows can put every row out of reach of ``alpha``: the verdict
+    says so (``diff_notes.reach``) rather than call rows unchanged."""
+    if test != "rank":
+        return 0.0
+    if not sizes:
+        return 1.0
+    mins = np.array([min_p_value(n_a, n_b) for n_a, n_b, _ in sizes])
+    if n_strata == 1:
+        return float(mins[0])
+    comb = float(stouffer(mins[None, :], np.ones((1, len(mins))))[0])
+    return float(min(1.0, 2.0 * min(comb, n_strata * float(mins.min()))))
 
 
 def without_stalls(s: Samples, factor: float) -> tuple[Samples, int]:
@@ -330,6 +357,10 @@ def adjust(p: dict[str, np.ndarray], correction: str) -> dict[str, np.ndarray]:
         out[t] = adj[at:at + len(p[t])]
         at += len(p[t])
     return out
+
+
+#: a tested row's ``reason`` where the test could not have called any row (``diff_notes.reach``)
+NO_REACH = "the test cannot reach alpha with these samples"
 
 
 def decide(p: np.ndarray, p_adj: np.ndarray, tested: np.ndarray, delta: np.ndarray, rel: np.ndarray,

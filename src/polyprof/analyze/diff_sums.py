@@ -35,7 +35,11 @@ def run_summaries(run: Any, side: str, executor: Any, window: WindowArg = None) 
 
         done = run.map(partial(summarize, window=window), executor,
                        progress=f"run {side.upper()}" if sys.stderr.isatty() else None)
-        yield from ((int(r), done[r]) for r in run.ranks)
+        for entry in run.entries:  # (each rank's file, where it has one: the verdict names a trace left out)
+            sums = done[entry.rank]
+            if sums.path is None and getattr(entry, "path", None) is not None:
+                sums.path = str(entry.path)
+            yield int(entry.rank), sums
         return
     if isinstance(run, Trace):
         run = [run]
@@ -86,6 +90,7 @@ class TraceSums:
     window: str = ""  # the steps analysed, in words
     span_ns: int = 0  # the trace's duration (its one sample when it has no steps)
     nest: dict[str, NestPairs] | None = None  # ops' and sections' time by the span around them
+    path: str | None = None  # the file it was read from, where known
 
 
 def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
@@ -126,5 +131,12 @@ def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
     span = within_ns(sel, t0, t1) if sel is not None else t1 - t0
     return TraceSums(_rank(trace), len(trace.sources), trace.n_events,
                      (steps.end - steps.start).astype(np.int64), tables, label(trace, window), int(span),
-                     nest_pairs(events))
+                     nest_pairs(events), _path(trace))
+
+
+def _path(trace: Trace) -> str | None:
+    """The file ``trace`` was read from, where its reader wrote it (``metadata_keys.FILE_SOURCE``)."""
+    src = trace.metadata.get(mkeys.FILE_SOURCE)
+    path = src.get("path") if isinstance(src, dict) else None
+    return str(path) if path else None
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..trace.sorting import unique
 from .diff_nesting import NestCounts, items
-from .diff_stats import LOG_OFFSET_NS, Samples, mean_of_runs
+from .diff_stats import LOG_OFFSET_NS, NO_REACH, Samples, mean_of_runs
 from .frames import column
 
 LABELS = {"kernels": "kernel", "ops": "op", "sections": "section"}
@@ -62,10 +62,12 @@ def _middle(name: str, width: int) -> str:
     return name[: width - 1 - tail] + "…" + (name[len(name) - tail:] if tail else "")
 
 
-def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], name: str, names: dict[str, str] | None = None) -> str:
-    """A changed row: its mean per step (over the ranks), and the rank whose own test
-    called it with that rank's change; the rows nested with it that moved with it (one
-    change, ``diff_nesting``), named by ``names``."""
+def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], name: str, names: dict[str, str] | None = None,
+          unit: str = "step") -> str:
+    """A changed row: its mean per ``unit`` (step, or trace where the samples are whole
+    traces; over the ranks), and the rank whose own test called it with that rank's
+    change; the rows nested with it that moved with it (one change, ``diff_nesting``),
+    named by ``names``."""
     a, b = c["step_mean_ns_a"], c["step_mean_ns_b"]
     rel = (b - a) / a if a > 0 else float("nan")
     where = ""
@@ -73,7 +75,7 @@ def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], name: str, names: d
         ra, rb = c["rank_step_mean_ns_a"], c["rank_step_mean_ns_b"]
         where = (f"; on rank {c['rank_decided']}: {fmt_ns(ra)} -> {fmt_ns(rb)}, "
                  f"{_pct((rb - ra) / ra if ra > 0 else float('nan'))}")
-    return (f"{label(c['table'], c.get('kind', ''))} {name} {fmt_ns(a)} -> {fmt_ns(b)} per step ({_pct(rel)}, "
+    return (f"{label(c['table'], c.get('kind', ''))} {name} {fmt_ns(a)} -> {fmt_ns(b)} per {unit} ({_pct(rel)}, "
             f"p={c['p_adjusted']:.2g}{where}{_nested(c.get('nested') or [], names or {})})")
 
 
@@ -98,8 +100,9 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
     lists of rows group nested rows that moved together into one item (``diff_nesting``;
     None: a row an item)."""
     reason = ov["untestable"]
-    floor = f"{100 * ov['rel_floor']:g}% and {fmt_ns(ov['abs_floor_ns'])} per step"
     unit = st.get("unit", "step")
+    floor = f"{100 * ov['rel_floor']:g}% and {fmt_ns(ov['abs_floor_ns'])} per {unit}"
+    out_of_reach = (ov.get("reach") or {}).get("text")  # no row's test could pass (diff_notes.reach)
     step_changed = bool(st.get("change"))
     top = max(top, 1)  # (a verdict that names no row would list nothing: "Slower in B (2):  (and 2 more).")
     lines = []
@@ -112,8 +115,12 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
     elif not changes and not step_changed and st.get("reason") != APART:
         head = (f"{CHANGED}; no row's time changed significantly" if other else
                 "No significant change")  # (not "No significant change" above "B runs other work")
-        lines.append(f"{head} (alpha {ov['alpha']:g}, {ov['correction']}-corrected across "
-                     f"{ov['rows_tested']} rows; changes under {floor} are not called changes).")
+        if out_of_reach and not other:  # (not "No significant change": no change could have been called)
+            lines.append(out_of_reach)
+            out_of_reach = None
+        else:
+            lines.append(f"{head} (alpha {ov['alpha']:g}, {ov['correction']}-corrected across "
+                         f"{ov['rows_tested']} rows; changes under {floor} are not called changes).")
     else:
         leads = [c for c in changes if c.get("lead", True)]  # nested rows that moved together: one change
         slower = sum(c["change"] == "slower" for c in leads)
@@ -127,6 +134,8 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
             what = f"changes in B: {counts}" if changes else "no row changed"
             lines.append(f"{f'{CHANGED}; {what}' if other else what[0].upper() + what[1:]}; "
                          f"{_step_headline(st, ov, unit)}.")
+    if out_of_reach:
+        lines.append(out_of_reach)
     if st["steps_a"] and st["steps_b"] and st["mean_ns_a"] == st["mean_ns_a"]:
         lines += _step_lines(st, floor, reason is None, tables if not changes else None, fmt_ns,
                              (ov["rel_floor"], ov["abs_floor_ns"]), nest)
@@ -139,11 +148,12 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
         if sel:
             more = f" (and {len(sel) - top} more)" if len(sel) > top else ""
             lines.append(f"{direction.capitalize()} in B ({len(sel)}): " +
-                         "; ".join(_item(c, fmt_ns, names[c["name"]], names) for c in sel[:top]) + more + ".")
+                         "; ".join(_item(c, fmt_ns, names[c["name"]], names, unit) for c in sel[:top]) + more + ".")
     total = sum(len(df) for df in tables.values())
     floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
     apart = other_rows - {(c["table"], c["name"]) for c in changes}  # other work, not called changed
-    lines.append(f"Unchanged: {total - len(changes) - len(apart)} of {total} {_held(tables)}"
+    lines.append(f"{'Not called changed (none could be, above)' if ov.get('reach') else 'Unchanged'}: "
+                 f"{total - len(changes) - len(apart)} of {total} {_held(tables)}"
                  + (f" ({floored} beyond the noise but under {floor})" if floored else "")
                  + (f"; {len(apart)} more are other work (below)" if apart else "")
                  + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
@@ -327,8 +337,8 @@ def _moved(tables: dict[str, Any], way: float, change: float, unit: str,
     for r in shown:
         df, i = tables[r["table"]], r["at"]
         a, b = r["step_mean_ns_a"], r["step_mean_ns_b"]
-        why = ("beyond the noise, under the floors" if column(df, "reason")[i] == "below the effect floor" else
-               "within the noise")
+        why = {"below the effect floor": "beyond the noise, under the floors",
+               NO_REACH: "out of the test's reach"}.get(str(column(df, "reason")[i]), "within the noise")
         out.append(f"{label(r['table'], r['kind'])} {names[r['name']]} {fmt_ns(a)} -> {fmt_ns(b)} per {unit} "
                    f"({'+' if b > a else '-'}{fmt_ns(abs(b - a))}, {_pct(column(df, 'rel_change')[i])}, "
                    f"p={column(df, 'p_adjusted')[i]:.2g}, {why}{_nested(r['nested'], names)})")

@@ -43,7 +43,8 @@ def _options(p: argparse.ArgumentParser) -> None:
                    help="correction for testing many rows: holm (family-wise, default) or bh "
                         "(Benjamini-Hochberg false-discovery rate)")
     p.add_argument("--test", choices=("t", "rank"), default="t",
-                   help="t: Student's t on log time per step (default); rank: Mann-Whitney U")
+                   help="t: Student's t on log time per step (default); rank: Mann-Whitney U (its smallest p is "
+                        "bounded by the runs a side: the verdict says where no row can be called)")
     p.add_argument("--raw-names", action="store_true",
                    help="match names exactly (default: normalised and renames that keep their role merged, "
                         "see docs/analysis.md)")
@@ -308,7 +309,9 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
     def side(s: str) -> str:
         o = ov[s]
         runs = f"{o['runs']} runs, " if o["runs"] > 1 else ""
-        return f"{runs}{o['traces']} trace(s), {o['events']} events, {o['steps']} steps"
+        gone = len(o.get("left_out") or [])  # traces without steps, where the diff is per step (the verdict names them)
+        out = f" ({gone} more left out: no steps)" if gone else ""
+        return f"{runs}{o['traces']} trace(s){out}, {o['events']} events, {o['steps']} steps"
 
     out(f"[bold]polyprof diff[/]: A = {escape(side('a'))}; B = {escape(side('b'))}")
     for s in ("a", "b"):

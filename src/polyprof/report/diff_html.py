@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 import numpy as np
 
+from ..analyze.diff_stats import NO_REACH
 from ..analyze.frames import column, labels
 from .html import script_json
 
@@ -33,6 +34,10 @@ CHART_ROWS = 24
 TABLE_COLUMNS = ["name", "kind", "count_a", "total_ns_a", "step_mean_ns_a", "count_b", "total_ns_b", "step_mean_ns_b",
                  "step_delta_ns", "rel_change", "p_value", "p_adjusted", "change", "reason", "rank_decided",
                  "rank_step_delta_ns", "variants"]
+
+
+#: the reasons of the rows tested and not called changed, charted after the changed ones
+TESTED = ("within the noise", "below the effect floor", NO_REACH)
 
 
 def _plain(v: object) -> object:
@@ -67,7 +72,7 @@ def _chart(d: Diff) -> list[dict[str, Any]]:
                    "reason": str(reason[i]), "one_change_with": with_.get((t, str(column(df, "name")[i])), [])}
             if row["change"]:
                 out.append(row)
-            elif reason[i] in ("within the noise", "below the effect floor") and rel[i] == rel[i] and rel[i] != 0:
+            elif reason[i] in TESTED and rel[i] == rel[i] and rel[i] != 0:
                 rest.append(row)
     out.sort(key=lambda r: -abs(r["rel"]) if r["rel"] is not None else float("-inf"))
     rest.sort(key=lambda r: -abs(r["rel"]))
