@@ -118,6 +118,7 @@ def export_ranks(args: argparse.Namespace, fmt: str) -> int:
 
     out = Path(args.output)
     what = f"a job ({args.file}) exported as {fmt}"
+    ts = load_ranks(args.file)  # (its ranks listed, not read: a directory of no traces says so first)
     if fmt in ONE_HOST:
         raise PolyprofError(f"{args.output}: an XSpace file holds one host's profile, not the ranks of {args.file}: "
                             "export them with -f tensorboard -o DIR (a host per rank, as XProf reads a job), or one "
