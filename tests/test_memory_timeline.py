@@ -88,7 +88,7 @@ def test_a_device_names_the_plane(files):
 
 def test_foreign_arrays_give_one_line(tmp_path):
     bad = tmp_path / "numbers.json"
-    bad.write_text("[[1, 2, 3], [4, 5, 6]]")
+    bad.write_text("[[1, 2, 3, 4], [5, 6, 7]]")  # shaped as raw events at first, then not
     assert detect(bad) == "torch-memory-timeline"
     with pytest.raises(TraceFormatError) as e:
         polyprof.load(bad)
@@ -100,3 +100,18 @@ def test_foreign_arrays_give_one_line(tmp_path):
     chrome = tmp_path / "events.json"  # a Chrome JSON array still goes to the Chrome reader
     chrome.write_text('[{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]')
     assert detect(chrome) == "chrome-json"
+
+
+def test_a_programs_own_pairs_are_no_timeline(tmp_path):
+    """A program's own JSON of (step, ns) pairs in a job's directory was taken for a memory
+    timeline, and ``summary DIR`` failed on that "rank" ("rank 2 (slept.json): not a torch
+    memory timeline"; an auditor): neither of torch's shapes, it is left out with the
+    job's warning now, as other foreign JSON is."""
+    from polyprof.formats.detect import why_not_a_trace
+
+    pairs = tmp_path / "slept.json"
+    pairs.write_text("[[4, 40152792], [6, 40140094]]")
+    assert why_not_a_trace(pairs) != ""
+    for shaped in ("[[1, 9, 3, 0]]", "[[-1, 1, 4096, null]]", "[[0.5, 1.5], [[0, 1, 2], [0, 3, 4]]]", "[[], []]"):
+        pairs.write_text(shaped)
+        assert detect(pairs) == "torch-memory-timeline", shaped

@@ -39,15 +39,24 @@ from .safety import TIME_LIMIT_NS, Inflation, guarded
 #: torch.profiler._memory_profiler's categories, in the order of its files' columns
 CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail",
               "unknown")
-_HEAD = re.compile(rb"^\s*\[\s*\[\s*(-?\d|\])")
+_NUM = rb"-?\d[\d.eE+-]*"
+#: the raw events: ``[[time_ns, action, bytes, category], ...]``, four numbers each
+_RAW_HEAD = re.compile(rb"^\s*\[\s*\[\s*(" + _NUM + rb"\s*,\s*){3}(" + _NUM + rb"|null)\s*\]")
+#: the plot points: ``[times, sizes]``, times a list of numbers, sizes a list of lists
+#: (after the times; a head that ends within the times, a long run's, is taken too)
+_PLOT_HEAD = re.compile(rb"^\s*\[\s*\[\s*(" + _NUM + rb"\s*,\s*)*(" + _NUM + rb"\s*)?(\]\s*,\s*\[\s*(\[|\])|$)")
 _MAX_BYTES = 4 << 30  # the files are small: JSON of one number per point
 _SIZE_LIMIT = 2**46  # bytes of one category or event (64 TiB): beyond is damage, and sums of them fit int64
 
 
 def sniff(head: bytes, path: Path) -> bool:
-    """A JSON array whose first element is an array of numbers (Chrome JSON arrays hold objects)."""
+    """A JSON array shaped as one of torch's two files: arrays of four numbers (the raw
+    events), or an array of numbers then an array of arrays (the plot points). Chrome JSON
+    arrays hold objects; a program's own pairs (``[[4, 40152792], [6, ...]]``, in a job's
+    directory) are neither: before, they were taken for a timeline, and the job failed on
+    that "rank"."""
     body = head[2:] if head.startswith(b"GZ") else head
-    return bool(_HEAD.match(body))
+    return bool(_RAW_HEAD.match(body) or _PLOT_HEAD.match(body))
 
 
 def _plane_name(device: str) -> str:
