@@ -65,8 +65,9 @@ def _kineto(tmp_path: Path, regions: bool) -> Path:
 
 def test_the_first_compilation_is_no_recompile_in_any_window(tmp_path: Path) -> None:
     """torch's regions say which compilation ran (0/0: the frame's first): the first one
-    is left out whether the window keeps its step (``with polyprof.step():`` makes the
-    set-up step 0, so the first loop step is 1; ``--all-steps``) or not."""
+    is left out in any window. Here it runs in step 1, after a set-up step 0 (as plain
+    ``polyprof.step()`` calls make it; blocks begin step 0 at the first block), so both
+    AUTO's window (step 0 skipped as warm-up) and every step (``--all-steps``) keep it."""
     trace = polyprof.load(_kineto(tmp_path, regions=True))
     for window in ("auto", None):  # the default; every step
         found = [f for f in A.findings(trace, window=window) if f.id == "recompiles"]

@@ -132,7 +132,8 @@ def test_torchrun_gloo_pipeline_shows_transfers(tmp_path):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr[-3000:]
     infos = [json.loads(p.read_text())["distributedInfo"] for p in sorted(job.glob("*.json"))]
-    assert infos == [{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}]
+    assert [(i["rank"], i["world_size"], i["backend"]) for i in infos] == [(0, 2, "gloo"), (1, 2, "gloo")]
+    assert all([c["ranks"] for c in i["pg_config"]] == [[0, 1]] for i in infos), infos  # the groups, as torch's
     hta = pytest.importorskip("hta.trace_analysis")
     assert sorted(hta.TraceAnalysis(trace_dir=str(job)).t.traces) == [0, 1]
 

@@ -2,8 +2,8 @@
 
 A program killed by SIGKILL or the kernel's OOM killer never reaches the session's
 stop, so nothing in memory is written. The journal keeps what the host plugin has
-recorded so far (completed sections, marks, counters, steps, process CPU/RSS, and a
-``--schedule`` run's active stretches as steps pass) in
+recorded so far (completed sections, marks, counters, steps and where step 0 begins,
+process CPU/RSS, and a ``--schedule`` run's active stretches as steps pass) in
 ``OUTPUT.partial``, appended every ``interval`` seconds by a background thread; a
 normal stop deletes it. ``polyprof.load("OUTPUT.partial")`` turns it back into a
 Trace (formats/journal.py). Device plugins' data is not journaled: they hand it
@@ -24,6 +24,7 @@ from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported f
     CHUNK,
     COUNTER,
     FIELDS,
+    FIRST_STEP,
     MAGIC,
     MARK,
     PROCESS,
@@ -39,6 +40,7 @@ from ..formats.journal_layout import columns as _batch
 from . import background
 from .journal_file import KEEP_EARLIER, Sink, discard, finished, keep_earlier, where  # noqa: F401 - re-exported
 from .recorder import _fast, set_growth, used_steps
+from .steps import first_start
 
 if TYPE_CHECKING:
     import numpy as np
@@ -146,6 +148,9 @@ class JournalWriter:
             self._file.discard()
             raise
         self._pos: dict[str, int] = {"sections": 0, "steps": 0, "proc": 0, "stretches": 0}
+        start = header.get("start_ns")
+        self._start = start if isinstance(start, int) else 0
+        self._begin_written = self._start  # where step 0 begins, as the journal says it (the header's start)
         self._buf_pos: dict[int, tuple[int, int]] = {}
         self._name_index: dict[str, int] = {}  # section names interned for the session
         self._names: list[str] = []
@@ -256,6 +261,10 @@ class JournalWriter:
                 out.append(_batch(COUNTER, c1 - c0, name=[r.strings[i] for i in buf.ctr_names[c0:c1]],
                                   start_ns=buf.ctr_ts[c0:c1], value=buf.ctr_values[c0:c1],
                                   ident=[buf.key] * (c1 - c0)))
+        begin = first_start(r, self._start)  # step 0's start: before the boundaries that end it
+        if begin != self._begin_written:
+            self._begin_written = begin
+            out.append(_batch(FIRST_STEP, 1, start_ns=[begin]))
         if r.explicit_steps and self._pos.get("auto_written"):  # detected steps were written: the
             self._pos["steps"], self._pos["auto_written"] = 0, 0    # program's own come from their start
         steps = used_steps(r)[self._pos["steps"]:]

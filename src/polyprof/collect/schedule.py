@@ -9,8 +9,12 @@ schedule given to ``polyprof run`` on a long program should record the few steps
 not a share of every step to the end (docs/torch.md).
 Steps are counted by ``polyprof.step()`` calls (``prof.step()`` of the torch drop-in
 calls it): step 0 runs from the session's start to the first call, step N from the
-N-th call to the next, as on the Steps line (or by a detected optimizer step's: step 0
-then begins at the first forward, collect/steps.py).
+N-th call to the next, as on the Steps line. With ``with polyprof.step():`` blocks the
+Steps line's step 0 begins at the first block's entry, and with a detected optimizer
+step's at the first step's work (the first forward): collect/steps.py ``first_start``.
+The schedule counts the same boundaries, so its step numbers are the Steps line's, but
+its step 0 begins at the session's start: a schedule that records step 0 records the
+set-up before it too, outside the trace's steps.
 
 What it saves: plugins that can pause (``pause()`` / ``resume()``: torch) record only
 in warm-up and active steps, so a long run holds only those; every other plugin (the

@@ -41,8 +41,8 @@ script's imports: step 0 would hold ``import torch`` and all the set-up (3.6 s a
 first iteration of 88 ms). So a plugin that detects steps says where the first step's
 work begins (:func:`work_begins`; the torch plugin: the first ``nn.Module`` call, else
 the end of ``import torch``), and detected step 0 runs from there (:func:`first_start`).
-The crash journal keeps the boundaries only: a trace read back from it has step 0 from
-the session's start in both cases.
+The crash journal writes where step 0 begins as soon as it is known (a FIRST_STEP record,
+collect/journal.py), so a trace read back from a killed run's has the same steps.
 """
 
 from __future__ import annotations

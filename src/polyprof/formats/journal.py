@@ -31,7 +31,7 @@ def sniff(head: bytes, path: Path) -> bool:
 _REQUIRED = {j.THREAD: ("ident", "name", "tid"), j.SECTION: ("name", "start_ns", "end_ns", "ident"),
              j.MARK: ("name", "start_ns", "ident"), j.COUNTER: ("name", "start_ns", "value"),
              j.STEP: ("start_ns",), j.PROCESS: ("start_ns", "value", "end_ns", "tid"),
-             j.STRETCH: ("start_ns", "end_ns", "ident", "tid")}
+             j.STRETCH: ("start_ns", "end_ns", "ident", "tid"), j.FIRST_STEP: ("start_ns",)}
 #: header fields and their types (others are kept as they are)
 _HEADER_TYPES = {"start_ns": int, "pid": int, "hostname": str, "argv": list, "wall_anchor": dict, "window": dict,
                  "schedule": dict}
@@ -227,6 +227,9 @@ def _records(table: pa.Table, header: dict) -> HostRecords:
     h.mark_names, h.mark_ts, h.mark_ident = pick(j.MARK, "name", "start_ns", "ident")
     h.ctr_names, h.ctr_ts, h.ctr_values = pick(j.COUNTER, "name", "start_ns", "value")
     (h.steps,) = pick(j.STEP, "start_ns")
+    (begins,) = pick(j.FIRST_STEP, "start_ns")  # where step 0 begins, when not at the start: the last written
+    if len(begins):  # (a damaged one, outside the session's start and the first boundary, bounded by them)
+        h.start_ns = max(h.start_ns, min(int(begins[-1]), int(h.steps.min()) if len(h.steps) else int(begins[-1])))
     h.proc_ts, h.proc_cpu, h.proc_rss, h.proc_threads = pick(j.PROCESS, "start_ns", "value", "end_ns", "tid")
     return h
 

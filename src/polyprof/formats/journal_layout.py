@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 MAGIC = b"POLYPROF-JOURNAL 1\n"
 SUFFIX = ".partial"
 
-SECTION, MARK, COUNTER, STEP, THREAD, PROCESS, STRETCH = range(7)
+SECTION, MARK, COUNTER, STEP, THREAD, PROCESS, STRETCH, FIRST_STEP = range(8)
 #: sections per record batch: bounds the journal thread's memory and each GIL hold
 CHUNK = 1 << 18
 
@@ -29,7 +29,11 @@ CHUNK = 1 << 18
 #: value = CPU seconds so far, end_ns = RSS bytes, tid = thread count. STRETCH rows (a
 #: ``--schedule`` run's active stretches, written as steps pass; the header's ``schedule``
 #: holds the plan): start_ns, end_ns (-1 while open), ident = the first step recorded in
-#: it, tid = the last so far; a later row with the same start_ns replaces an earlier one
+#: it, tid = the last so far; a later row with the same start_ns replaces an earlier one.
+#: FIRST_STEP rows: start_ns = where step 0 begins (collect/steps.py ``first_start``: the
+#: first ``with polyprof.step():`` block's entry, or where a detected first step's work
+#: began), written as soon as it is known and again if it moves; the last one holds, and
+#: without one step 0 begins at the header's start_ns (plain ``polyprof.step()`` calls)
 FIELDS = (("kind", "int8"), ("name", "string"), ("start_ns", "int64"), ("end_ns", "int64"),
           ("value", "float64"), ("ident", "int64"), ("tid", "int64"),
           ("stats", "string"))  # stats: a JSON object of a section's keyword stats

@@ -79,6 +79,9 @@ def ingest_kineto(t: Trace, cap: Capture, mirrors: list[tuple[int, str, int, int
                            if k in ("deviceProperties", "distributedInfo", "schemaVersion", "trace_id",
                                     "baseTimeNanoseconds", "displayTimeUnit", "host_name",
                                     "rank", "world_size", "backend")}
+    dist = t.metadata.get(mkeys.DISTRIBUTED_INFO)
+    if isinstance(dist, dict):  # as a Kineto file's: the groups analyze/process_groups.py reads, in every export
+        b.metadata[mkeys.DISTRIBUTED_INFO] = dist
     return b.build(), info
 
 

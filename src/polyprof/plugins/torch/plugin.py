@@ -46,6 +46,7 @@ from ...trace.core import Trace
 from ...trace.merge import merge
 from .align import Capture, clock_summary
 from .captures import LOST, Captures
+from .groups import GroupsSeen, gate_destroy
 from .handover import DropIns, HandOver, close_mirrors, gates
 from .hooks import (ImportHook, Ranges, default_activities, gate_profiler_start, imported_torch, profiler_starts)
 from .steps import OptimizerSteps
@@ -65,6 +66,19 @@ def active_plugin() -> "TorchPlugin | None":
 
 #: what torch's gates call (hooks.gate_profiler_start): the running session's hand-over
 _GATES = gates(active_plugin)
+
+
+def _look_at_groups() -> None:
+    """What the gate on ``destroy_process_group`` calls (groups.py): the running
+    session's plugin keeps the process groups before they go."""
+    p = _active
+    if p is not None:
+        p.groups.look()
+
+
+def _gate_torch() -> None:
+    gate_profiler_start(*_GATES)
+    gate_destroy(_look_at_groups)
 
 
 class TorchPlugin(Captures, Plugin):
@@ -118,6 +132,7 @@ class TorchPlugin(Captures, Plugin):
         #: the program's own torch profilers, which torch is handed over to (handover.py)
         self._handover = HandOver(self)
         self.dropins = DropIns()  # the polyprof.torch.profile drop-ins that drove it: its schedule metadata (mkeys.SCHEDULE)
+        self.groups = GroupsSeen()  # torch.distributed's process groups seen in the session (groups.py)
 
     @property
     def time_limited(self) -> bool:
@@ -160,7 +175,7 @@ class TorchPlugin(Captures, Plugin):
         if _active is None:
             _active = self
         if imported_torch() is not None:
-            gate_profiler_start(*_GATES)  # also for the drop-in's own profiler
+            _gate_torch()  # also for the drop-in's own profiler
         if self.driver is not None:  # the drop-in's torch profiler records from now on
             self._attach_listener()
             return
@@ -171,7 +186,7 @@ class TorchPlugin(Captures, Plugin):
             self._hook = ImportHook("torch", self._begin_after_import).install()
 
     def _begin_after_import(self) -> None:
-        gate_profiler_start(*_GATES)
+        _gate_torch()
         if self._state == "started":
             self._steps.watch()
             self._begin()
@@ -199,6 +214,7 @@ class TorchPlugin(Captures, Plugin):
             finally:
                 self._handover.busy -= 1
             self._prof, self._starts = prof, profiler_starts()
+            self.groups.look()
             cap = self.new_capture()
             self.sync(cap)
             self._attach_listener()
@@ -268,6 +284,7 @@ class TorchPlugin(Captures, Plugin):
         if rec is not None:
             self._had_steps = bool(rec.steps)
         self._snapshot_threads()
+        self.groups.look()  # the groups the program has not destroyed
         self._end_own()
         said = self._handover.summary()
         if said:
@@ -479,6 +496,7 @@ class TorchPlugin(Captures, Plugin):
             t = kineto.load(cap.path)
         if cap.mem_categories:
             add_categories(t, cap.mem_categories)
+        self.groups.apply(t.metadata)
         rec = self._recorder  # its sections by thread key: two threads that had one ident stay apart
         secs = None if rec is None else (rec.keyed_sections(list(rec.sections)), dict(rec.threads))
         return ingest_kineto(t, cap, self._mirrors, self._names_by_tid(), self.ctx, self._had_steps, sections=secs)
