@@ -15,7 +15,8 @@ import pytest
 import polyprof
 from polyprof.analyze.frames import column
 from polyprof.analyze.ops import launch_stats
-from polyprof.analyze.window import AUTO, restrict
+from polyprof.analyze.window import AUTO
+from polyprof.analyze.window_counting import restrict
 from polyprof.derive import cache
 from polyprof.report.tables import build
 

@@ -154,7 +154,7 @@ def test_the_copy_bound_finding_keeps_to_the_stretches(dropped: polyprof.Trace) 
 def test_memory_between_a_drop_ins_cycles_is_not_counted(dropped: polyprof.Trace) -> None:
     """The view's memory events were those in ``[lo, hi)``: steps 6-8's buffers too (18
     events where the 6 recorded steps made and freed 12), while the out-of-memory finding
-    kept to the stretches. Now both use ``window.inside``."""
+    kept to the stretches. Now both use ``window_counting.inside``."""
     t = dropped
     v = view(t, AUTO)
     ws, we = analysed_stretches(v)

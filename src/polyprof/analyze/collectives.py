@@ -63,7 +63,8 @@ from .frames import order_desc
 from .inputs import cpu_comm_rows, xla_host_rows
 from .process_groups import gloo_groups, group_ranks, known_group_sizes
 from .table import Table
-from .window import inside, selection
+from .window import selection
+from .window_counting import inside
 
 COLUMNS = ["key", "seq", "seq_from", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
            "p2p", "peer", "peer_from", "host", "row", "root"]

@@ -23,7 +23,8 @@ from ..trace.factorize import factorize
 from ..trace.keys import MODULE_STATS  # (not derive.lines: a summary need not import it)
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
 from ..trace.sorting import unique, unique_inverse
-from .window import counted_ns, device_mask, host_mask, round_like_hta, selection, view
+from .window import round_like_hta, selection, view
+from .window_counting import counted_ns, device_extents, device_mask, host_mask
 
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
 CLASS_NAMES = np.array(["compute", "communication", "memcpy", "memset"], dtype=object)
@@ -42,9 +43,9 @@ class DeviceView:  # a plain class: a NamedTuple's fields are type-checked at ev
     launch: np.ndarray  # launch row or -1
     span: tuple[int, int]
     counted: np.ndarray  # bool: in the analysed window (launched in a selected step; a time window:
-    # running in it, window.device_mask); all without one
+    # running in it, window_counting.device_mask); all without one
     dur: np.ndarray  # per-op device time: XProf's device_duration_ps where present, else end - start;
-    # in a time window, the part inside where it cuts the activity (window.counted_ns)
+    # in a time window, the part inside where it cuts the activity (window_counting.counted_ns)
 
     def __init__(self, rows: np.ndarray, plane: np.ndarray, track: np.ndarray, cls: np.ndarray, start: np.ndarray,
                  end: np.ndarray, launch: np.ndarray, span: tuple[int, int], counted: np.ndarray, dur: np.ndarray):
@@ -115,9 +116,14 @@ def _stretches(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 def _device_stretches(trace: Trace, s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The recorded stretches (their starts ``s``) under ``--span device``: each from the
     first to the last device activity counted in it (by its launch's start, as
-    ``window.device_mask`` counts it; in a time window by its own), each rounded as the
-    window asks, short of the next stretch's first; those without any left out. None
-    where no device activity is counted."""
+    ``window_counting.device_mask`` counts it), each rounded as the window asks, short of
+    the next stretch's first; in a time window the device activity running in each, cut
+    to it (:func:`_timed_extents`). Those without any left out; None where no device
+    activity is counted."""
+    sel = selection(trace)
+    if sel is not None and sel.timed:  # each stretch of a time window: the device's part of it
+        first, last = _timed_extents(trace)
+        return (first, last) if len(first) else None
     ev = trace.events
     corr = cache.correlation(trace)
     d = corr.device_rows
@@ -125,9 +131,7 @@ def _device_stretches(trace: Trace, s: np.ndarray) -> tuple[np.ndarray, np.ndarr
     counted = device_mask(trace, corr.launch, start)
     if not counted.any():
         return None
-    sel = selection(trace)
-    at = start if sel is not None and sel.timed else np.where(
-        corr.launch >= 0, ev["start_ns"][np.maximum(corr.launch, 0)], start)
+    at = np.where(corr.launch >= 0, ev["start_ns"][np.maximum(corr.launch, 0)], start)
     ds, de = round_like_hta(trace, start[counted], start[counted] + ev["dur_ns"][d][counted])
     pos = np.searchsorted(s, at[counted], side="right") - 1  # (counted: inside a stretch)
     first = np.full(len(s), np.iinfo(np.int64).max)
@@ -137,6 +141,18 @@ def _device_stretches(trace: Trace, s: np.ndarray) -> tuple[np.ndarray, np.ndarr
     has = last >= first
     first, last = first[has], last[has]
     return first, np.maximum(np.minimum(last, np.r_[first[1:], last[-1]]), first)
+
+
+def _timed_extents(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """A time window's stretches under ``--span device``: the device activity running in
+    each (rounded as the window asks), cut to it (``window_counting.device_extents``)."""
+    ev = trace.events
+    d = cache.correlation(trace).device_rows
+    start = ev["start_ns"][d]
+    s, e = round_like_hta(trace, start, start + ev["dur_ns"][d])
+    sel = selection(trace)
+    assert sel is not None  # (a time window's view)
+    return device_extents(sel, s.astype(np.int64), e.astype(np.int64))
 
 
 def in_stretches(trace: Trace, t: np.ndarray) -> np.ndarray:
@@ -169,8 +185,9 @@ def _span(trace: Trace) -> tuple[int, int]:
     ev = trace.events
     steps = cache.steps(trace)
     sel = selection(trace)
-    if sel is not None and sel.timed and sel.span != "device":  # a time window: exactly it
-        return sel.lo, sel.hi
+    if sel is not None and sel.timed:  # a time window: exactly it; --span device: its device activity's part
+        first, last = _timed_extents(trace) if sel.span == "device" else (np.zeros(0), np.zeros(0))
+        return (int(first[0]), int(last[-1])) if len(first) else (sel.lo, sel.hi)
     if sel is not None and sel.span == "device":  # HTA's convention: first to last device activity
         corr = cache.correlation(trace)
         d = corr.device_rows[device_mask(trace, corr.launch, ev["start_ns"][corr.device_rows])]

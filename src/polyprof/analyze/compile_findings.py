@@ -29,7 +29,7 @@ from .advice import suggestion
 from .common import analysed_span, stretches_ns
 from .finding import Finding
 from .units import fmt_ns, number_ranges
-from .window import host_mask
+from .window_counting import host_mask
 
 #: a frame's compilation (torch 2.5 and later, and before), then Inductor's own
 FRAME_COMPILE = ("entire_frame_compile", "_compile.compile_inner (dynamo_timed)",

@@ -34,6 +34,7 @@ from .common import MEMCPY, MEMSET, device_view
 from .frames import frame, order_desc
 from .grouping import group_reduce, group_stats
 from .window import WindowArg, view
+from .window_counting import counted_ns
 
 if TYPE_CHECKING:
     from .table import Table
@@ -157,10 +158,11 @@ class PerCopy(NamedTuple):
     rows: np.ndarray  # event rows
     plane: np.ndarray  # plane index
     kind: np.ndarray  # index into KINDS
-    dur: np.ndarray  # ns
-    size: np.ndarray  # bytes, float64, NaN where unknown
+    dur: np.ndarray  # ns counted: in a time window that cuts the copy, its part inside
+    size: np.ndarray  # bytes, float64, NaN where unknown: the whole copy's (its size class)
     gbps: np.ndarray  # bandwidth of the copy, NaN where it has no size or no duration
     pageable: np.ndarray  # bool
+    moved: np.ndarray  # bytes counted: ``size``, or for a copy a time window cuts, its share inside
 
 
 def per_copy(trace: Trace, window: WindowArg = None) -> PerCopy:
@@ -177,17 +179,19 @@ def _per_copy(trace: Trace) -> PerCopy:
     kinds = trace.kinds[rows]
     own = (kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET)  # not XLA's copy ops run as kernels
     sel, rows = sel[own], rows[own]
-    dur = (v.end[sel] - v.start[sel]).astype(np.int64)
+    whole = (v.end[sel] - v.start[sel]).astype(np.int64)
+    dur = counted_ns(trace, v.start[sel], v.end[sel], whole)  # (a time window's cut copy: its part inside)
     found = _stats(trace, rows)
     size = _sizes(found, len(rows))
     kind, pageable = _kinds(trace, rows, v.cls[sel] == MEMSET, found)
     code = {k: i for i, k in enumerate(KINDS)}
-    timed = ~np.isnan(size) & (dur > 0)
+    timed = ~np.isnan(size) & (whole > 0)
     gbps = np.full(len(rows), np.nan)
-    gbps[timed] = size[timed] / dur[timed]
+    gbps[timed] = size[timed] / whole[timed]
     told = _numbers(found, BANDWIDTH, len(rows)) * np.where(np.isnan(size), np.nan, 1.0)
+    moved = np.where(dur < whole, size * dur / np.maximum(whole, 1), size)  # (at the copy's own rate)
     return PerCopy(rows, v.plane[sel].astype(np.int64), np.array([code[k] for k in kind.tolist()], np.int64), dur,
-                   size, np.where(told > 0, told, gbps), pageable)
+                   size, np.where(told > 0, told, gbps), pageable, moved)
 
 
 def copies(trace: Trace, window: WindowArg = None) -> Table:
@@ -203,7 +207,12 @@ def copies(trace: Trace, window: WindowArg = None) -> Table:
     pageable host memory, where the trace says: each waits for a staging copy and
     cannot overlap), ``unsized`` (copies whose size the trace does not give),
     ``sized_ns`` (the duration of those with a size). With a ``window``, the copies
-    launched in its steps. Sorted by ``total_ns``, largest first.
+    launched in its steps; in a time window (``polyprof run --delay/--duration``), those
+    running in it, one its edges cut for its part inside: that part's time in
+    ``total_ns`` and ``sized_ns`` (as "Device time" covers it), its bytes in proportion in
+    ``total_bytes`` (the bytes moved inside at the copy's own rate, so ``bandwidth_gbps``
+    stays the copies' rate), its size class (``small``) and bandwidth (``*_gbps``) its
+    whole copy's. Sorted by ``total_ns``, largest first.
     """
     c = per_copy(trace, window)
     if not len(c.rows):
@@ -217,7 +226,7 @@ def copies(trace: Trace, window: WindowArg = None) -> Table:
     def total(x: np.ndarray) -> np.ndarray:
         return group_reduce(order, starts, x, np.add)
 
-    nbytes = total(np.where(sized, c.size, 0.0)).astype(np.int64)
+    nbytes = np.round(total(np.where(sized, c.moved, 0.0))).astype(np.int64)
     sized_ns = total(np.where(sized, c.dur, 0))
     have = ~np.isnan(c.gbps)
     bw = group_stats(key[have], c.gbps[have])

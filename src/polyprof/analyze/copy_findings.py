@@ -69,9 +69,10 @@ def _gbps(nbytes: float, ns: float) -> float | None:
 
 
 def _sums(c: PerCopy, sel: np.ndarray) -> tuple[int, int, int, float | None]:
-    """(count, ns, bytes of those with a size, GB/s over the time of those with a size)."""
+    """(count, ns, bytes of those with a size, GB/s over the time of those with a size);
+    a copy a time window cuts: its part inside, time and bytes (``PerCopy.moved``)."""
     sized = sel & ~np.isnan(c.size)
-    nbytes = float(c.size[sized].sum())
+    nbytes = float(c.moved[sized].sum())
     return int(sel.sum()), int(c.dur[sel].sum()), int(nbytes), _gbps(nbytes, float(c.dur[sized].sum()))
 
 

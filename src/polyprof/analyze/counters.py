@@ -9,7 +9,8 @@ import numpy as np
 
 from ..trace.core import Trace
 from .common import frame
-from .window import WindowArg, inside, selection, view
+from .window import WindowArg, selection, view
+from .window_counting import inside
 
 if TYPE_CHECKING:
     from .table import Table

@@ -41,7 +41,7 @@ from ..trace.keys import BLOCK, GRID
 from .common import qualified_names
 from .frames import empty_frame, frame
 from .table import Table
-from .window import host_mask
+from .window_counting import host_mask
 
 COLUMNS = ["graph", "replays", "device_ns", "kernels_per_replay", "captured_ops", "attributed_pct",
            "first_kernel"]

@@ -30,7 +30,8 @@ from ..trace.core import Trace
 from ..trace.sorting import member, unique
 from .flops import COUNTER_FLOPS
 from .frames import frame
-from .window import OPEN_START, WindowArg, inside, selection, view
+from .window import OPEN_START, WindowArg, selection, view
+from .window_counting import inside
 
 if TYPE_CHECKING:
     from .table import Table

@@ -51,7 +51,7 @@ from .frames import column
 from .inputs import CPU_PREFIXES
 from .nesting import parents
 from .ops import merged_into
-from .window import host_mask
+from .window_counting import host_mask
 
 #: the tables whose rows nest (host spans on OS threads)
 NESTED = ("ops", "sections")

@@ -16,7 +16,8 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .common import counted_kernel_rows, module_codes
 from .diff_nesting import NestPairs, nest_pairs, table_events
-from .window import AUTO, WindowArg, label, selection, view, within_ns
+from .window import AUTO, WindowArg, label, selection, view
+from .window_counting import within_ns
 
 
 def is_job(run: Any) -> bool:

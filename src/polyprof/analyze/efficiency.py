@@ -27,7 +27,8 @@ from .frames import column, empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
 from .nesting import outermost
 from .peaks import Peak, device_peak, given
-from .window import device_mask, host_mask, selection
+from .window import selection
+from .window_counting import counted_ns, device_mask, host_mask, part_ns
 
 if TYPE_CHECKING:
     from ..derive.steps import Steps
@@ -208,7 +209,8 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     and no FLOPs, the achieved bandwidth's share of the device's; NaN on the host,
     without peaks, or past the roof: :func:`_share_of_roof`), ``bound_by`` (compute /
     memory: which side of the ridge point the intensity lies; "" where unknown). Sorted
-    by ``time_ns``.
+    by ``time_ns``. In a time window a device op its edges cut counts for its part
+    inside: that part's time, its FLOPs and bytes in proportion (:func:`_window_parts`).
     """
     cols = ["name", "module", "category", "count", "flops", "bytes", "flops_source", "precision", "device_ns", "host_ns",
             "time_ns", "where", "flops_per_s", "bytes_per_s", "intensity", "peak_flops_per_s", "roofline_pct",
@@ -219,6 +221,9 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     if not inside.all():
         rows, on_device, dev_ns = rows[inside], on_device[inside], dev_ns[inside]
         c = Costs(*(col[inside] for col in c))
+    share, dev_ns = _window_parts(trace, rows, on_device, dev_ns)
+    if (share < 1).any():  # device ops cut by a time window's edges: their part inside
+        c = Costs(c.flops * share, c.bytes * share, c.precision, c.source)
     ev = trace.events
     du = ev["dur_ns"][rows]
     op, execs = hlo_ops(trace, rows, on_device)  # a device op costed from the HLO: grouped by its HLO op
@@ -323,22 +328,51 @@ def _op_names(trace: Trace, rows: np.ndarray, key: np.ndarray, o: np.ndarray, s:
 
 def _in_window(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.ndarray:
     """Which costed rows the analysed steps hold, as ``op_stats`` counts them: a framework
-    op by its start, a device op by its launch (by its start where none is known)."""
-    start = trace.events["start_ns"][rows]
+    op by its start, a device op by its launch (by its start where none is known); in a
+    time window, a device op with any part inside it, as the device-time tables count it
+    (``window_counting.device_mask``; its share: :func:`_window_parts`)."""
+    ev = trace.events
+    start = ev["start_ns"][rows]
     keep = host_mask(trace, start)
     if selection(trace) is None or not on_device.any():
         return keep
     corr = cache.correlation(trace)
     launch = row_of_key(corr.device_rows, corr.launch, rows[on_device])  # -1: none known
-    keep[on_device] = device_mask(trace, launch, start[on_device])
+    dev = rows[on_device]
+    keep[on_device] = device_mask(trace, launch, start[on_device], start[on_device] + ev["dur_ns"][dev])
     return keep
+
+
+def _window_parts(trace: Trace, rows: np.ndarray, on_device: np.ndarray,
+                  dev_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(share, device ns) of each costed row a view counts: in a time window, a device op
+    its edges cut counts its part inside (``window_counting.part_ns``), its device time
+    that part (``counted_ns``, as "Device time" and "Top device activity" count it) and
+    its FLOPs and bytes in proportion (``share``: part ÷ its whole span), so its rates
+    stay its own; every other row whole (share 1, ``dev_ns``)."""
+    share = np.ones(len(rows))
+    sel = selection(trace)
+    if sel is None or not sel.timed or not on_device.any():
+        return share, dev_ns
+    ev = trace.events
+    at = np.flatnonzero(on_device)
+    start = ev["start_ns"][rows[at]].astype(np.int64)
+    end = start + ev["dur_ns"][rows[at]]
+    whole = end - start
+    part = part_ns(sel, start, end)
+    cut = (whole > 0) & (part < whole)
+    share[at[cut]] = part[cut] / whole[cut]
+    dev_ns = np.asarray(dev_ns, np.float64).copy()
+    dev_ns[at] = counted_ns(trace, start, end, dev_ns[at])
+    return share, dev_ns
 
 
 def _model_in_window(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """Which of :func:`model_rows`' ``rows`` a view without steps counts, as the tables
     that count host events and device activity do (:func:`_in_window`: a framework op by
-    its start, a device op by its launch): a time window's, those that start in it (the
-    recording keeps what overlaps it); all of them for a trace analysed whole."""
+    its start, a device op by its launch): a time window's, the framework ops that start
+    in it (the recording keeps what overlaps it) and the device ops that run in it (for
+    their part inside: :func:`_window_parts`); all of them for a trace analysed whole."""
     if selection(trace) is None or not len(rows):
         return np.ones(len(rows), bool)
     return _in_window(trace, rows, ~member(rows, trace.rows_of_kind(Kind.CPU_OP)))
@@ -448,7 +482,8 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
     time, :func:`step_times`; overall: the steps' times summed, or without steps the
     analysed stretches' time, ``common.stretches_ns``: the trace's span, its device
     activity's with ``--span device``, a time window's recorded time, with the FLOPs of
-    the model ops that start in it),
+    the framework ops that start in it and of the device ops that run in it, a device op
+    cut by its edges for the share of it inside, as "Device time" counts its time),
     ``flops_per_s`` (achieved), ``precision`` (assumed: ``precision`` if given, else the
     one most of the FLOPs it counts were in: :func:`main_precision`), ``devices`` (device planes with activity, at least 1),
     ``peak_flops_per_s`` (per device), ``mfu_pct`` (NaN without a peak: a CPU run, an
@@ -482,10 +517,12 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
         f_all = np.r_[per.sum(), per]
         t_all = np.r_[span.sum(), span]
     else:  # the analysed span: the trace's, or with --span device its first to last device activity;
-        # a time window's: the ops that start in it (their launch, for a device op), over its
-        # stretches' time (not what is between them: not recorded)
+        # a time window's: the framework ops that start in it, the device ops running in it (cut
+        # by its edges: their FLOPs' share inside), over its stretches' time (not what is between
+        # them: not recorded)
         inside = _model_in_window(trace, rows)
-        step_no, f_all = np.array([-1]), np.array([flops[inside].sum()])
+        share, _ = _window_parts(trace, rows, ~member(rows, trace.rows_of_kind(Kind.CPU_OP)), np.zeros(len(rows)))
+        step_no, f_all = np.array([-1]), np.array([(flops * share)[inside].sum()])
         t_all = np.array([float(stretches_ns(trace))])
     return mfu_frame(step_no, f_all, t_all, precision, devices, pk, uncounted)
 

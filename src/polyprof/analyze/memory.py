@@ -21,7 +21,8 @@ from ..trace.core import Trace
 from ..trace.memory import Memory, memory_events
 from .frames import factorize, frame, order_desc
 from ..trace.sorting import unique, union
-from .window import Selection, WindowArg, inside, selection, view
+from .window import Selection, WindowArg, selection, view
+from .window_counting import inside
 
 if TYPE_CHECKING:
     from .table import Table
@@ -41,7 +42,7 @@ def memory(trace: Trace) -> Memory:
 
 
 def _inside(m: Memory, sel: Selection) -> Memory:
-    """``m`` with the events ``sel`` analyses (``window.inside``: in ``[lo, hi)``, not
+    """``m`` with the events ``sel`` analyses (``window_counting.inside``: in ``[lo, hi)``, not
     between a schedule's stretches); a series' start is its level just before ``lo``."""
     keep = inside(sel, m.ts)
     start = m.start.copy()

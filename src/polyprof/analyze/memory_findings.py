@@ -18,7 +18,8 @@ from .units import fmt_size
 from .finding import Finding, _records
 from .frames import column, order_asc
 from .inputs import memory_events
-from .window import inside, selection
+from .window import selection
+from .window_counting import inside
 
 MIB = 1 << 20
 PEAK_HOLDER_SHARE = 50.0  # one section (or op) holds this share of what is live at the peak

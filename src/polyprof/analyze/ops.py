@@ -19,7 +19,8 @@ from .frames import column, empty_frame, factorize, frame, labels, order_asc, or
 from .grouping import group_reduce, group_stats
 from . import nesting
 from .nesting import parents
-from .window import WindowArg, counted_ns, host_mask, view
+from .window import WindowArg, view
+from .window_counting import counted_ns, host_mask
 
 if TYPE_CHECKING:
     from .table import Table
@@ -180,7 +181,7 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     graph: every kernel of the graph shares its correlation id and is attributed to it
     and its op). Sorted by launch start. With a ``window``, the activities launched in
     its steps; a time window's, those running in it, ``device_duration_ns`` their part
-    inside (``window.counted_ns``, as ``kernel_breakdown`` sums them), the other columns
+    inside (``window_counting.counted_ns``, as ``kernel_breakdown`` sums them), the other columns
     their own.
     """
     trace = view(trace, window)

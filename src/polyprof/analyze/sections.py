@@ -14,7 +14,8 @@ from ..trace.core import Trace
 from .breakdown import busy_within
 from .frames import frame, order_desc
 from .grouping import duration_columns, group_reduce
-from .window import WindowArg, host_mask, selection, view
+from .window import WindowArg, selection, view
+from .window_counting import host_mask
 
 if TYPE_CHECKING:
     from .memory import Level

@@ -35,12 +35,17 @@ whole µs; under it the temporal breakdown counts exactly what HTA's does
 
 A trace a schedule recorded (``metadata["schedule"]``) has no open start, and its steps
 of separate cycles are separate *stretches* (``Selection.stretches``): what lies between
-them was not recorded and is counted nowhere (:func:`inside`, the one predicate of what a
-window counts; the time-share analyses take ``common.analysed_stretches``, under
-``span="device"`` each stretch from its first to its last device activity). A time
+them was not recorded and is counted nowhere (``window_counting.inside``, the one
+predicate of what a window counts; the time-share analyses take
+``common.analysed_stretches``, under ``span="device"`` each stretch from its first to
+its last device activity). A time
 window that holds no whole step is analysed as that window (``Selection.timed``: the
-span is exactly it; the device activity running in it counted for its part inside,
-:func:`counted_ns`, its launch and start may precede it).
+span is exactly it, under ``span="device"`` the device activity's part of it; the device
+activity running in it counted for its part inside, ``window_counting.counted_ns``, its
+launch and start may precede it). A span or rounding asked with AUTO's steps
+(``Window(skip_first=None, span="device")``: ``--span device`` or ``--round-us`` alone)
+keeps what AUTO selects there: the recorded steps and stretches, or the time window.
+What a window counts, and how much of each activity: ``analyze/window_counting.py``.
 """
 
 from __future__ import annotations
@@ -55,9 +60,8 @@ from ..derive import cache
 from ..derive.steps import Steps
 from ..errors import WindowError
 from ..trace.core import Trace
-from ..trace.subset import take
 from ..trace import metadata_keys as mkeys
-from ..derive.intervals import covered, union_len
+from ..derive.intervals import union_len
 from .units import fmt_ns
 
 _FAR = 1 << 62
@@ -219,7 +223,7 @@ def auto_words(steps: Steps, after: int, captured: bool = False) -> str:
     return f"{_skipped(steps, captured)}; --skip-first 0 keeps it{after_last_words(after, steps)}"
 
 
-def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
+def _scheduled(trace: Trace, steps: Steps, every: np.ndarray, also: str = "") -> Selection:
     """The steps a schedule recorded (``recorded_steps``): the step before the first of
     them (the program's start up to its first step mark, which a schedule's warm-up
     leaves as a marker and no events) is not one, nor what torch recorded before the
@@ -227,7 +231,8 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
     stretches (cycles) are analysed as separate stretches (:func:`_stretches`). Where it
     recorded no whole step, the stretches it recorded (``windows_ns``: a time window) are
     analysed as time (:func:`_timed`); without those, or where it recorded none of the
-    trace's steps, every step is analysed and the label says so."""
+    trace's steps, every step is analysed and the label says so. ``also``: the label's
+    words for a span or rounding asked with AUTO's steps (``--span device`` alone)."""
     said = "the steps the schedule recorded"
     meta = trace.metadata[mkeys.SCHEDULE] if isinstance(trace.metadata[mkeys.SCHEDULE], dict) else {}
     rec = meta.get("recorded_steps")
@@ -237,12 +242,13 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
         pick = _in_stretches(trace, steps, every)
     every_words = ": every step analysed" if len(steps) else ""
     if nums is not None and not len(nums):
-        timed = _timed(trace, steps)
+        timed = _timed(trace, steps, also)
         if timed is not None:
             return timed
         said = "the schedule recorded no whole step" + every_words
     elif nums is not None and not len(pick):
         said = f"none of the steps the schedule recorded ({_runs(nums)}) is in the trace" + every_words
+    said += f"; {also}" if also else ""
     if nums is None or not len(pick):
         return _every_step(trace, steps, said)
     runs = _stretches(trace, steps, pick)
@@ -297,12 +303,13 @@ def _windows(trace: Trace) -> np.ndarray:
     return out[np.argsort(out[:, 0], kind="stable")]
 
 
-def _timed(trace: Trace, steps: Steps) -> Selection | None:
+def _timed(trace: Trace, steps: Steps, also: str = "") -> Selection | None:
     """A schedule that recorded no whole step, as the time it recorded (a time window,
     ``--delay``/``--duration``, holding no whole step): the span is its window(s),
     clipped to the trace; host events are counted as they start in it, device activity
-    with any part in it, for that part (:func:`device_mask`, :func:`counted_ns`; its
-    launch and start may precede the window). None where it says no window."""
+    with any part in it, for that part (``window_counting.device_mask`` and
+    ``counted_ns``; its launch and start may precede the window). None where it says no
+    window."""
     runs = _windows(trace)
     if not len(runs):
         return None
@@ -311,6 +318,7 @@ def _timed(trace: Trace, steps: Steps) -> Selection | None:
              + (f" ({len(steps)} cut by its edges not analysed)" if len(steps) else ""))
     if len(runs) > 1:
         words += _between_words(runs)
+    words += f"; {also}" if also else ""
     return Selection(np.zeros(0, np.int64), words, True, lo=int(runs[0, 0]), hi=int(runs[-1, 1]),
                      stretches=runs if len(runs) > 1 else None, timed=True)
 
@@ -391,6 +399,9 @@ def select(trace: Trace, window: WindowArg) -> Selection:
                              hi=int(steps.end[-1]))
         return _every_step(trace, steps, "")
     said = window.text()
+    if window.skip_first is None and window.start is None and window.stop is None \
+            and trace.metadata.get(mkeys.SCHEDULE):  # a schedule's: its steps or time window, as AUTO's
+        return _under(_scheduled(trace, steps, every, window.text()), window)
     if window.skip_first is None:  # AUTO's rule, under this window's span and rounding
         warm = (window.start is None and window.stop is None and len(steps) >= AUTO_MIN_STEPS
                 and not trace.metadata.get(mkeys.SCHEDULE))
@@ -427,6 +438,14 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         said += _between_words(runs)
     return Selection(index, _label(steps, index, said), True, window.span, lo, int(steps.end[index[-1]]),
                      window.round_us, stretches=runs)
+
+
+def _under(sel: Selection, window: Window) -> Selection:
+    """``sel`` (AUTO's steps) under ``window``'s span and rounding (``--span device`` or
+    ``--round-us`` alone): its steps, stretches and time window kept."""
+    changed = window.span != "steps" or window.round_us
+    return Selection(sel.index, sel.label, sel.restricted or changed, window.span, sel.lo, sel.hi, window.round_us,
+                     stretches=sel.stretches, timed=sel.timed)
 
 
 def _hta_selection(steps: Steps) -> Selection:
@@ -489,70 +508,6 @@ def label(trace: Trace, window: WindowArg = None) -> str:
     return sel.label
 
 
-def inside(sel: Selection, t: np.ndarray) -> np.ndarray:
-    """Which times ``t`` lie in what ``sel`` analyses: ``[lo, hi)``, and in one of its
-    stretches where it has several (what is between them was not recorded)."""
-    keep = (t >= sel.lo) & (t < sel.hi)
-    if sel.stretches is not None and len(t):
-        pos = np.searchsorted(sel.stretches[:, 0], t, side="right") - 1
-        keep &= (pos >= 0) & (t < sel.stretches[np.maximum(pos, 0), 1])
-    return keep
-
-
-def within_ns(sel: Selection, t0: int, t1: int) -> int:
-    """How much of ``[t0, t1)`` (a trace's span) ``sel`` analyses: its part of ``[lo,
-    hi)``, less what is between its stretches where it has several (not recorded)."""
-    runs = np.array([[sel.lo, sel.hi]], np.int64) if sel.stretches is None else sel.stretches
-    return int((np.minimum(runs[:, 1], t1) - np.maximum(runs[:, 0], t0)).clip(0).sum())
-
-
-def part_ns(sel: Selection, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """How much of each ``[start, end)`` lies in what ``sel`` analyses (as :func:`inside`
-    and :func:`within_ns` have it): what a time window counts of the device activity
-    running through its edges (:func:`counted_ns`)."""
-    runs = np.array([[sel.lo, sel.hi]], np.int64) if sel.stretches is None else sel.stretches
-    return covered(runs[:, 0], runs[:, 1], start, end)
-
-
-def counted_ns(trace: Trace, start: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """The device time a windowed view counts of each activity (``[start, end)``, its own
-    time ``dur``): in a time window, its part inside (:func:`part_ns`) where the window
-    cuts it, so that the tables that sum device time add up to the time the device-time
-    breakdown covers; ``dur`` otherwise (a step window counts what its steps launched,
-    whole)."""
-    sel = selection(trace)
-    if sel is None or not sel.timed or not len(start):
-        return dur
-    part = part_ns(sel, start, end)
-    return np.where(part < end - start, part, dur).astype(np.asarray(dur).dtype)
-
-
-def host_mask(trace: Trace, start_ns: np.ndarray) -> np.ndarray:
-    """Which host events (by start time) a windowed view counts: those starting in a
-    selected step (in a time window: in it); every one for a trace analysed whole."""
-    sel = selection(trace)
-    if sel is None:
-        return np.ones(len(start_ns), bool)
-    return inside(sel, start_ns)
-
-
-def device_mask(trace: Trace, launch: np.ndarray, start_ns: np.ndarray,
-                end_ns: np.ndarray | None = None) -> np.ndarray:
-    """Which device activities a windowed view counts: launched in a selected step (with
-    no known launch: started in one); in a time window, those with any part inside it
-    (:func:`part_ns`; their launch may precede it, their start too), or, without
-    ``end_ns``, those that start in it."""
-    sel = selection(trace)
-    if sel is None:
-        return np.ones(len(start_ns), bool)
-    if sel.timed and end_ns is not None:
-        return inside(sel, start_ns) | (part_ns(sel, start_ns, end_ns) > 0)
-    ev = trace.events
-    t = start_ns if sel.timed or not len(start_ns) else np.where(
-        launch >= 0, ev["start_ns"][np.maximum(launch, 0)], start_ns)
-    return inside(sel, t)
-
-
 def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) as HTA 0.5 reads them from a Kineto file, when the window asks
     (``round_us``); unchanged otherwise.
@@ -569,27 +524,3 @@ def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np
     from .hta_compat import base_time_ns, rounded_like_hta  # HTA's own computations: only for its window (--span device)
 
     return rounded_like_hta(start, end, base_time_ns(trace))
-
-
-def restrict(trace: Trace, window: WindowArg) -> Trace:
-    """A new trace with only what the analyses of ``window`` count (``polyprof export
-    --steps``): device activity launched in the selected steps (no known launch: started
-    in them; a time window's: running in it, :func:`device_mask`), every other event that
-    starts in them, the flows between kept events and the counters inside. The trace
-    itself when the window selects everything."""
-    v = view(trace, window)
-    sel = selection(v)
-    if sel is None:
-        return trace
-    ev = trace.events
-    keep = host_mask(v, ev["start_ns"])
-    corr = cache.correlation(trace)
-    rows = corr.device_rows
-    end = ev["start_ns"][rows] + ev["dur_ns"][rows]
-    keep[rows] = device_mask(v, corr.launch, ev["start_ns"][rows], end)
-    hi = max(sel.hi, int(end[keep[rows]].max())) if keep[rows].any() else sel.hi
-    ranges = [(sel.lo, hi)] if sel.stretches is None else [
-        (int(a), int(b)) for a, b in sel.stretches[:-1].tolist()] + [(int(sel.stretches[-1, 0]), hi)]
-    out = take(trace, keep, counter_ranges=ranges)
-    out.metadata[mkeys.WINDOW] = sel.label
-    return out

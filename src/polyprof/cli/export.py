@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     window = window_from(args, default=None)
     path_window: str | None = "auto"  # the path of the steps the summary analyses, on each rank (written whole)
     if window is not None:
-        from ..analyze.window import label, restrict
+        from ..analyze.window import label
+        from ..analyze.window_counting import restrict
 
         print(f"polyprof: writing {label(trace, window)}", file=sys.stderr)
         trace = restrict(trace, window)
@@ -131,7 +132,6 @@ def export_ranks(args: argparse.Namespace, fmt: str) -> int:
                             "to write them into (not a file), or --rank N exports one rank to a file")
     if out.exists() and not out.is_dir():
         raise PolyprofError(f"{args.output}: not a directory; {what} writes a file per rank into the directory -o names")
-    ts = load_ranks(args.file)
     window = window_from(args, default=None)
     run_name = time.strftime("%Y_%m_%d_%H_%M_%S")  # one XProf run for every rank
     for rank, trace in ts.traces():
@@ -155,7 +155,7 @@ def export_ranks(args: argparse.Namespace, fmt: str) -> int:
 def _windowed(args: argparse.Namespace, trace: Any, window: Any) -> Any:
     """One rank's trace over the window of the options, with its derived lines (--derive)."""
     if window is not None:
-        from ..analyze.window import restrict
+        from ..analyze.window_counting import restrict
 
         trace = restrict(trace, window)
     if getattr(args, "derive", False):

@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
         trace = load_trace(args.file)
         window = window_from(args, default=None)
         if window is not None:
-            from ..analyze.window import label, restrict
+            from ..analyze.window import label
+            from ..analyze.window_counting import restrict
 
             print(f"polyprof: querying {label(trace, window)}", file=sys.stderr)
             trace = restrict(trace, window)

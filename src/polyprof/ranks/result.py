@@ -17,7 +17,8 @@ import numpy as np
 from ..analyze.findings import Finding
 from ..analyze.frames import column
 from ..analyze.registry import Tables, analyses, per_event_tables
-from ..analyze.window import AUTO, inside, label, selection, view
+from ..analyze.window import AUTO, label, selection, view
+from ..analyze.window_counting import inside
 from ..derive.intervals import union_len
 from ..errors import PolyprofError
 from ..trace import metadata_keys as mkeys
@@ -82,7 +83,7 @@ def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:
 def rank_collectives(trace: Trace, windowed: Trace) -> Any:
     """:func:`collective_table` of the whole rank with ``in_window``: the collective
     began inside the selected steps (every one when the whole trace is analysed; not
-    between a schedule's stretches: ``window.inside``, as ``collectives.windowed``)."""
+    between a schedule's stretches: ``window_counting.inside``, as ``collectives.windowed``)."""
     coll = collective_table(windowed)  # the same rows as the whole trace's, made once with the summary's
     sel = selection(windowed)
     start = column(coll, "start_ns")

@@ -62,7 +62,7 @@ from ..analyze.inputs import graph_launches
 from ..analyze.queues import _series
 from ..analyze.sections import section_rows
 from ..analyze.table import Table
-from ..analyze.window import host_mask
+from ..analyze.window_counting import host_mask
 from ..derive import cache
 from ..derive.graph_recording import CAPTURE_BEGIN
 from ..store.rankfiles import _read
