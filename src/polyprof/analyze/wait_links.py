@@ -65,6 +65,7 @@ from ..trace.factorize import factorize
 from ..trace.sorting import find, first_at_or_after, last_at_or_before, lexsort, member, unique, unique_rows
 from ..trace.vocabulary import EVENT_WAIT_CALLS, QUEUE_WAIT_CALLS, XLA_TRANSFER_DISPATCHES, XLA_TRANSFER_RESUMES
 from .common import names_in
+from .xla_links import contexts
 
 #: a link is kept where the activity ends at most this long after the wait's end
 #: (``depgraph.AGREE_NS``: Kineto's decimal microseconds round a few ns apart)
@@ -229,16 +230,6 @@ def _queue_waits(trace: Trace, rows: np.ndarray, dev: np.ndarray, launch: np.nda
     return np.concatenate(waits), np.concatenate(devs), has
 
 
-def _contexts(trace: Trace, rows: np.ndarray, id_key: str, type_key: str) -> tuple[np.ndarray, np.ndarray]:
-    """(those of ``rows`` carrying a TraceMe context, its (id, type) per row)."""
-    found = trace.stats.lookup_rows((id_key, type_key), rows)
-    if len(found) < 2 or any(v.dtype.kind not in "iu" for _, v in found.values()):
-        return rows[:0], np.zeros((0, 2), np.int64)
-    (has_id, ids), (has_type, types) = found[id_key], found[type_key]
-    both = has_id & has_type
-    return rows[both], np.stack([ids[both[has_id]].astype(np.int64), types[both[has_type]].astype(np.int64)], 1)
-
-
 def _last_ended(d_plane: np.ndarray, launch_t: np.ndarray, d_end: np.ndarray, dev: np.ndarray,
                 q_plane: np.ndarray, q_t: np.ndarray) -> np.ndarray:
     """Per query, of the activities ``dev`` of its device plane launched before ``q_t``,
@@ -273,9 +264,9 @@ def read_links(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.nda
     p_col = trace.stat("_p")
     if not len(disp) or p_col is None or not len(corr.device_rows):
         return NO_READS
-    cons, c_ctx = _contexts(trace, disp, "_c", "_ct")
+    cons, c_ctx = contexts(trace, disp, "_c", "_ct")
     prod = np.asarray(p_col.rows, np.int64)
-    prod, p_ctx = _contexts(trace, prod[on_host[prod]], "_p", "_pt")
+    prod, p_ctx = contexts(trace, prod[on_host[prod]], "_p", "_pt")
     if not len(cons) or not len(prod):
         return NO_READS
     plane = trace.track_plane.astype(np.int64)[track]

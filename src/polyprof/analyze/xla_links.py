@@ -462,8 +462,9 @@ POOL_RECORD, POOL_START, POOL_STOP = ("ThreadpoolListener::Record", "ThreadpoolL
                                       "ThreadpoolListener::StopRegion")
 
 
-def _contexts(trace: Trace, rows: np.ndarray, id_key: str, type_key: str) -> tuple[np.ndarray, np.ndarray]:
-    """(those of ``rows`` carrying a TraceMe context, its (id, type) per row)."""
+def contexts(trace: Trace, rows: np.ndarray, id_key: str, type_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(those of ``rows`` carrying a TraceMe context, its (id, type) per row): ``_p``/``_pt``
+    a producer's, ``_c``/``_ct`` a consumer's (here and in ``wait_links``)."""
     found = trace.stats.lookup_rows((id_key, type_key), rows)
     if len(found) < 2 or any(v.dtype.kind not in "iu" for _, v in found.values()):
         return rows[:0], np.zeros((0, 2), np.int64)
@@ -489,8 +490,8 @@ def launched_runs(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.
     that leads to a run. Contexts match within a plane (one process's ids)."""
     rec, sr = trace.rows_named(POOL_RECORD), trace.rows_named(POOL_START)
     rec, sr = rec[on_host[rec]], sr[on_host[sr]]
-    rec, p_ctx = _contexts(trace, rec, "_p", "_pt")
-    sr, c_ctx = _contexts(trace, sr, "_c", "_ct")
+    rec, p_ctx = contexts(trace, rec, "_p", "_pt")
+    sr, c_ctx = contexts(trace, sr, "_c", "_ct")
     if not len(rec) or not len(sr):
         return _NONE, _NONE
     track = np.asarray(trace.events["track"], np.int64)
@@ -539,8 +540,8 @@ def buffer_waits(trace: Trace, on_host: np.ndarray, start: np.ndarray) -> tuple[
     the one that began it): the pairs of one thread and one TraceMe context."""
     rows = trace.rows_named(AWAIT_CALL)
     rows = rows[on_host[rows]]
-    p, p_ctx = _contexts(trace, rows, "_p", "_pt")
-    c, c_ctx = _contexts(trace, rows, "_c", "_ct")
+    p, p_ctx = contexts(trace, rows, "_p", "_pt")
+    c, c_ctx = contexts(trace, rows, "_c", "_ct")
     if not len(p) or not len(c):
         return _NONE, _NONE
     thread = cache.threads(trace)[np.asarray(trace.events["track"], np.int64)[np.concatenate([p, c])]]
