@@ -136,6 +136,40 @@ static PyObject *quiet_get(PyObject *self, PyObject *obj, PyObject *type) {
     return PyMethod_New(self, obj);
 }
 
+/* A Quiet put in a module's or class's place of a function (``then``) looks like it:
+   its name, qualified name, module and ``__wrapped__`` (so ``inspect.signature`` gives
+   its signature), and it pickles by reference as that function does. */
+static PyObject *quiet_shown(Quiet *self) {
+    return self->then != NULL ? self->then : self->fn;
+}
+
+static PyObject *quiet_attr(Quiet *self, void *name) {
+    return PyObject_GetAttrString(quiet_shown(self), (const char *)name);
+}
+
+static PyObject *quiet_wrapped(Quiet *self, void *closure) {
+    PyObject *shown = quiet_shown(self);
+    Py_INCREF(shown);
+    return shown;
+}
+
+static PyObject *quiet_reduce(Quiet *self, PyObject *unused) {
+    return PyObject_GetAttrString(quiet_shown(self), "__qualname__");
+}
+
+static PyGetSetDef quiet_getset[] = {
+    {"__wrapped__", (getter)quiet_wrapped, NULL, "the function it stands for", NULL},
+    {"__name__", (getter)quiet_attr, NULL, NULL, "__name__"},
+    {"__qualname__", (getter)quiet_attr, NULL, NULL, "__qualname__"},
+    {"__module__", (getter)quiet_attr, NULL, NULL, "__module__"},
+    {NULL},
+};
+
+static PyMethodDef quiet_methods[] = {
+    {"__reduce__", (PyCFunction)quiet_reduce, METH_NOARGS, "pickled by reference, as the function it stands for"},
+    {NULL},
+};
+
 static PyTypeObject QuietType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "polyprof.lowlevel._unseen.Quiet",
@@ -146,6 +180,8 @@ static PyTypeObject QuietType = {
     .tp_init = (initproc)quiet_init,
     .tp_call = (ternaryfunc)quiet_call,
     .tp_descr_get = quiet_get,
+    .tp_getset = quiet_getset,
+    .tp_methods = quiet_methods,
     .tp_traverse = (traverseproc)quiet_traverse,
     .tp_clear = (inquiry)quiet_clear,
     .tp_dealloc = (destructor)quiet_dealloc,

@@ -29,6 +29,7 @@ Without the compiled module (no C compiler, CPython outside 3.11–3.13, or
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING, Callable, TypeVar, cast
 
@@ -62,7 +63,9 @@ F = TypeVar("F", bound=Callable[..., object])
 def quiet(fn: F, then: F | None = None, failed: F | None = None) -> F:
     """``fn`` unseen by the calling thread's profile function (then ``then`` seen, and
     its result returned; ``failed`` unseen if ``then`` raises), or, without the compiled
-    module, a plain function doing the same in sight."""
+    module, a plain function doing the same in sight. Put in ``then``'s place, it looks
+    like ``then``: its name, qualified name, module, ``__wrapped__`` (its signature) and
+    pickling by reference."""
     if Quiet is not None:
         return cast(F, Quiet(fn, then, failed))
     if then is None:
@@ -79,7 +82,7 @@ def quiet(fn: F, then: F | None = None, failed: F | None = None) -> F:
             undo(*args, **kw)
             raise
 
-    return cast(F, both)
+    return cast(F, functools.update_wrapper(both, after))  # looks like ``then``, as Quiet does
 
 
 def gated(fn: Callable[..., object]) -> Callable[..., object]:
