@@ -60,6 +60,7 @@ from ..trace.vocabulary import XLA_COLLECTIVE_OP
 from .collective_roots import json_arg, roots
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
+from .gathered_sizes import gathered_bytes
 from .inputs import cpu_comm_rows, xla_host_rows
 from .process_groups import gloo_groups, group_ranks, known_group_sizes
 from .table import Table
@@ -333,6 +334,7 @@ def _collective_table(trace: Trace) -> Table:
     host = ~member(rows, device_view(trace).rows)
     for i in np.flatnonzero((nbytes == 0) & host).tolist():
         nbytes[i] = shape_bytes(st[keys.INPUT_DIMS][i], st[keys.INPUT_TYPE][i])
+    nbytes = gathered_bytes(trace, ops, host, start, nbytes, group, DTYPE_BYTES)  # gloo's: its shard's, grown
     xla = np.flatnonzero((nbytes == 0) & np.array([bool(re.match(XLA_COLLECTIVE_OP, str(n))) for n in names], bool))
     if len(xla):
         nbytes[xla] = hlo_bytes(trace, rows[xla])

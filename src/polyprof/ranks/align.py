@@ -20,7 +20,9 @@ Matching: rows with the same ``key`` (process group and op) and ``seq`` (the rec
 sequence number where both ranks have one, which needs no guessing; else their order on
 the rank). Ordered by position, if the two ranks' recordings did not start at the same
 collective, ``seq`` is shifted by up to ``MAX_SHIFT`` and the shift whose constraints
-agree, with the most matches and then the smallest bound, wins. A rank with no
+agree, with the most matches and then the smallest bound, wins; where no shift (nor the
+pairing around a gap) fits, each key is paired on its own, by size where sizes tell a
+key's collectives apart, and the keys whose pairs disagree are left out. A rank with no
 collective to match is aligned from its point-to-point transfers, matched by peer and
 order (``ranks/transfers.py``), onto the reference rank or, through a chain of
 transfers, onto a rank already aligned (a pipeline's stages; the bounds add). Ranks with
@@ -41,10 +43,11 @@ import numpy as np
 from ..analyze.collective_roots import ROOT_RECEIVES, ROOT_SENDS, UNBOUND
 from ..analyze.common import rows_frame
 from ..analyze.table import Table
+from ..analyze.units import fmt_size
 from ..trace import clock
 from ..trace.clock import ClockFit
 from .transfers import align_transfers
-from ..trace.sorting import median
+from ..trace.sorting import median, unique
 
 MAX_SHIFT = 3
 #: hosts' clocks differ in rate by a few ppm (NTP keeps them within tens); the hull may
@@ -131,14 +134,19 @@ def _fit(ref: Table, other: Table, i: np.ndarray, j: np.ndarray, ranks: tuple[in
 
 
 Match = tuple[ClockFit | None, int, int, dict[tuple[str, int], int] | None]
+#: one way to pair a unit's collectives (a key's, or a key's of one size): rows (ref,
+#: other), the shift of seq it used (None: paired by order within one size)
+Pairing = tuple[np.ndarray, np.ndarray, int | None]
 
 
 def align_pair(ref: Table, other: Table, ranks: tuple[int, int] = (-1, -1)) -> Match:
     """(fit, matches, shift, seq map) of ``other`` onto ``ref``'s clock from collectives,
     or (None, 0, 0, None) when no pairing gives consistent constraints (the seq map is
-    :attr:`RankClock.seq_map`, set when the pairs were found around gaps). ``ranks``:
-    the two tables' ranks, which a rooted collective's root is compared with (-1:
-    unknown: rooted collectives then bound nothing)."""
+    :attr:`RankClock.seq_map`, set when the pairs were found around gaps or per key).
+    ``ranks``: the two tables' ranks, which a rooted collective's root is compared with
+    (-1: unknown: rooted collectives then bound nothing). One shift for every key first;
+    where none fits every pair, around a gap (:func:`_around_gaps`); else each key on its
+    own (:func:`_per_key`), the keys whose pairs disagree left out, not every key with them."""
     best: Match = (None, 0, 0, None)
     r, o = _group_only(ref), _group_only(other)
     rc, oc = _codes(r, o)
@@ -155,8 +163,90 @@ def align_pair(ref: Table, other: Table, ranks: tuple[int, int] = (-1, -1)) -> M
         if len(i) == len(rc) == len(oc):  # the same collectives on both: any other shift pairs fewer
             break
     if best[0] is None and not recorded:  # a collective missing mid-trace: no one shift fits every pair
-        return _around_gaps(r, o, rc, oc, ranks)
+        best = _around_gaps(r, o, rc, oc, ranks)
+    if best[0] is None:
+        best = _per_key(r, o, ranks, recorded)
     return best
+
+
+def _per_key(ref: Table, other: Table, ranks: tuple[int, int], recorded: bool) -> Match:
+    """Each key paired on its own (:func:`_unit_pairings`), the keys' pairs taken
+    together where their constraints agree (:func:`_combine`): where one shift for every
+    key sinks every pair (gloo: a world and a subgroup broadcast one key, on the ranks in
+    both twice the reference rank's), the keys that do pair still align the rank, if at
+    least half of the smaller rank's collectives pair up (as around gaps)."""
+    best = _combine(ref, other, _unit_pairings(ref, other, recorded), ranks)
+    if best[1] < max(2, min(len(ref), len(other)) // 2):  # most keys disagree: the numbering is not the same
+        return None, 0, 0, None
+    return best
+
+
+def _unit_pairings(ref: Table, other: Table, recorded: bool) -> list[list[Pairing]]:
+    """Per unit, its pairings, the preferred first. A unit is a key both ranks have as
+    many of (paired by ``seq``; with recorded sequence numbers, those, else the order on
+    the rank), or, for a key whose counts differ where sizes tell its collectives apart,
+    the key's collectives of one size that both ranks have as many of (paired in order:
+    ``bytes``; the 16 KiB world broadcasts with the reference rank's, the 4 KiB subgroup
+    broadcasts with none). A key whose counts differ otherwise is left out: which of its
+    collectives are missing, or of a group the other rank is not in, is not known."""
+    rk, ok = np.asarray(ref["key"], object), np.asarray(other["key"], object)
+    rs, os_ = np.asarray(ref["seq"], np.int64), np.asarray(other["seq"], np.int64)
+    rb, ob = np.asarray(ref["bytes"], np.int64), np.asarray(other["bytes"], np.int64)
+    units: list[list[Pairing]] = []
+    for key in dict.fromkeys(rk.tolist()):
+        ri, oj = np.flatnonzero(rk == key), np.flatnonzero(ok == key)
+        if len(ri) == len(oj) or recorded:
+            units.extend([p] for p in _shifted(ri, oj, rs, os_, [0]))
+            continue
+        for b in unique(rb[ri]).tolist():
+            i, j = ri[rb[ri] == b], oj[ob[oj] == b]
+            if len(i) == len(j) and len(i):  # (the key's counts differ: so do another size's)
+                units.append([(i, j, None)])
+    return units
+
+
+def _shifted(ri: np.ndarray, oj: np.ndarray, rs: np.ndarray, os_: np.ndarray, shifts: list[int]) -> list[Pairing]:
+    """The pairings of one key's rows (``ri`` of the reference rank, ``oj`` of the other)
+    with each shift that pairs any: the other's seq + shift = the reference rank's."""
+    out: list[Pairing] = []
+    for shift in shifts:
+        _, a, b = np.intersect1d(rs[ri], os_[oj] + shift, assume_unique=True, return_indices=True)
+        if len(a):
+            out.append((ri[a], oj[b], shift))
+    return out
+
+
+def _combine(ref: Table, other: Table, units: list[list[Pairing]], ranks: tuple[int, int]) -> Match:
+    """The units' pairs taken together: units bounding the clock from both sides first,
+    most pairs first; each unit's first pairing whose constraints agree with those taken
+    so far is taken, a unit none of whose pairings agree is left out. The shift (and no
+    seq map) where every unit of every key both ranks have was taken with one shift."""
+    def rank_of(u: list[Pairing]) -> tuple[int, int]:
+        below, above = _sides(ref, other, u[0][0], u[0][1], ranks)
+        return -int(below.any() and above.any()), -len(u[0][0])
+
+    i = j = np.zeros(0, np.int64)
+    fit: ClockFit | None = None
+    taken: list[Pairing] = []
+    for unit in sorted(units, key=rank_of):
+        for p in unit:
+            ii, jj = np.r_[i, p[0]], np.r_[j, p[1]]
+            f = _fit(ref, other, ii, jj, ranks)
+            below, above = _sides(ref, other, ii, jj, ranks)
+            if f.consistent or not (below.any() and above.any()):  # one-sided so far: nothing to judge by
+                i, j, fit = ii, jj, f
+                taken.append(p)
+                break
+    if fit is None or not fit.consistent:
+        return None, 0, 0, None
+    shifts = {p[2] for p in taken}
+    keys = set(np.asarray(ref["key"], object).tolist()) & set(np.asarray(other["key"], object).tolist())
+    one = next(iter(shifts))
+    if len(shifts) == 1 and one is not None and len(taken) == len(keys):
+        return fit, len(i), one, None
+    seq_map = dict(zip(zip(np.asarray(other["key"], object)[j].tolist(), np.asarray(other["seq"], np.int64)[j].tolist()),
+                       np.asarray(ref["seq"], np.int64)[i].tolist()))
+    return fit, len(i), 0, seq_map
 
 
 def _group_only(t: Table) -> Table:
@@ -289,7 +379,7 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
             msg = f"collectives matched with a shift of {shift}" if shift else ""
             if _all_recorded(r_) and _all_recorded(o_):
                 msg = "collectives matched by their sequence numbers (Seq)"
-            note = _unmatched_note(r_, o_, n, (ref, r))
+            note = _unmatched_note(r_, o_, n, (ref, r), seq_map)
             msg = "; ".join(x for x in (msg, note) if x)
             out[r] = RankClock(r, fit, True, n, shift, msg, seq_map)
     why = _by_transfers(tables, ref, out)
@@ -303,16 +393,19 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
     return out
 
 
-def _unmatched_note(ref: Table, other: Table, n: int, ranks: tuple[int, int]) -> str:
+def _unmatched_note(ref: Table, other: Table, n: int, ranks: tuple[int, int],
+                    seq_map: dict[tuple[str, int], int] | None = None) -> str:
     """What the pairing of ``n`` collectives left: those of a communicator (``key``:
     process group and op) both ranks have are missing from one of the recordings; those
     of one only one rank has are of a group the other is not in (a subgroup's: on a
     gloo job a ``new_group([1, 3])``'s broadcasts, with neither a group name nor its
-    ranks in the trace), and nothing is missing."""
+    ranks in the trace), and nothing is missing; so are, where the keys were paired by
+    size (``seq_map``), the unpaired ones of a key of a size only one rank has."""
     rk, ok = np.asarray(ref["key"], object), np.asarray(other["key"], object)
     rs, os_ = np.isin(rk, ok), np.isin(ok, rk)
     notes = []
-    unmatched = int(rs.sum() + os_.sum()) - 2 * n
+    sized = _sized_apart(ref, other, seq_map) if seq_map is not None else []
+    unmatched = int(rs.sum() + os_.sum()) - 2 * n - sum(c for c, _, _ in sized)
     if unmatched > 0:
         notes.append(f"{unmatched} collective(s) without a match on the other rank (missing from one of the "
                      "recordings)")
@@ -321,7 +414,30 @@ def _unmatched_note(ref: Table, other: Table, n: int, ranks: tuple[int, int]) ->
             names = ", ".join(sorted({str(k) for k in keys.tolist()}))
             notes.append(f"{len(keys)} collective(s) of rank {mine} ({names}) that rank {theirs} has none of: "
                          f"a process group rank {theirs} is not in, nothing missing")
+    for count, names, other_side in sized:
+        mine, theirs = (ranks[1], ranks[0]) if other_side else ranks
+        notes.append(f"{count} collective(s) of rank {mine} ({names}) of a size rank {theirs} has none of in "
+                     f"that key: a process group rank {theirs} is not in, nothing missing")
     return "; ".join(notes)
+
+
+def _sized_apart(ref: Table, other: Table, seq_map: dict[tuple[str, int], int]) -> list[tuple[int, str, bool]]:
+    """(count, "key of size", on ``other``) of each rank's unpaired collectives whose key
+    both ranks have but whose (key, bytes) only that rank has."""
+    out = []
+    paired_ref = set(((k, s) for (k, _), s in seq_map.items()))
+    for t, u, on_other in ((other, ref, True), (ref, other, False)):
+        key, seq = np.asarray(t["key"], object), np.asarray(t["seq"], np.int64)
+        size = np.asarray(t["bytes"], np.int64)
+        theirs = set(zip(np.asarray(u["key"], object).tolist(), np.asarray(u["bytes"], np.int64).tolist()))
+        their_keys = {k for k, _ in theirs}
+        done = seq_map if on_other else paired_ref
+        rows = [(k, b) for k, s, b in zip(key.tolist(), seq.tolist(), size.tolist())
+                if (k, s) not in done and k in their_keys and (k, b) not in theirs]
+        if rows:
+            names = ", ".join(f"{k} of {fmt_size(b)}" for k, b in sorted(set(rows)))
+            out.append((len(rows), names, on_other))
+    return out
 
 
 def _shifts(ref: Table, other: Table) -> list[int]:

@@ -26,6 +26,7 @@ from ..analyze.units import fmt_ns, number_ranges
 from ..analyze.table import Table
 from .align import align_ranks, alignment_table
 from ..analyze.collectives import collective_stats
+from ..formats.journal_layout import SUFFIX as JOURNAL_SUFFIX
 from .result import OVERVIEW_COLUMNS, RankResult
 from .stack import with_rank
 from .stragglers import chance_p, stragglers
@@ -65,7 +66,8 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
                                    {r: results[r].session_clock for r in ranks},
                                    {r: int(results[r].overview_row[1]) for r in ranks},
                                    {r: int(results[r].overview.get("analysed_span_ns") or 0) for r in ranks},
-                                   {r: step_bounds(results[r].tables.get("step_stats")) for r in ranks})
+                                   {r: step_bounds(results[r].tables.get("step_stats")) for r in ranks},
+                                   {r for r in ranks if _from_journal(results[r], info.get(r))})
     tables: dict[str, Any] = {"rank_overview": _overview_table(results, info), **job}
     # the job's own collective_stats and transfers (over every rank, both ends of a
     # transfer joined) stand for the ranks' tables of those names
@@ -94,14 +96,16 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
 def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
                session: dict[int, bool], steps: dict[int, int] | None = None,
                windows: dict[int, int] | None = None,
-               bounds: dict[int, StepBounds | None] | None = None) -> tuple[dict[str, Any], list[Finding]]:
+               bounds: dict[int, StepBounds | None] | None = None,
+               journals: set[int] | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """What needs every rank at once, from each rank's small collective table: the clock
     alignment (from all collectives, else transfers), stragglers and collective
     statistics (from the collectives ``in_window``: never point-to-point transfers, whose
     two ends are no group's arrival), the transfers (``steps``: each rank's steps in the
     window, for the per-step figures), and the straggler findings (``windows``: each
     rank's analysed span, what the waiting a rank caused is a share of; ``bounds``: each
-    rank's steps, :func:`step_bounds`, to say which steps a straggler's collectives were in)."""
+    rank's steps, :func:`step_bounds`, to say which steps a straggler's collectives were in;
+    ``journals``: the ranks read from a crash journal, whose collectives the kill lost)."""
     clocks = align_ranks(coll, anchors, session)
     inside = {r: t[column(t, "in_window").astype(bool) & ~column(t, "p2p").astype(bool)] for r, t in coll.items()}
     per_rank, per_coll = stragglers(inside, clocks)
@@ -113,7 +117,8 @@ def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
         b = (bounds or {}).get(r)
         return _steps_of(inside.get(r), clocks.get(r), b), [] if b is None else b[0].tolist()
 
-    return tables, _straggler_findings(per_rank, per_coll, tables["rank_alignment"], windows or {}, steps_of)
+    return tables, _straggler_findings(per_rank, per_coll, tables["rank_alignment"], windows or {}, steps_of,
+                                       journals)
 
 
 def _windows(results: dict[int, RankResult]) -> str:
@@ -227,15 +232,25 @@ _NOTHING_TO_MATCH = ("recorded no collective polyprof recognises (communication 
                      "collective ops), so there is nothing to match")
 
 
+def _from_journal(result: RankResult, info: RankInfo | None) -> bool:
+    """Whether a rank was read from a crash journal (``OUTPUT.partial``: its session never
+    stopped), by its file's name or the warning its reading left."""
+    said = result.overview.get("warnings") or []
+    return (info is not None and info.label.endswith(JOURNAL_SUFFIX)) or any(
+        str(w).startswith("recovered from the crash journal") for w in said)
+
+
 def _ranks(ranks: list[int]) -> str:
     """``rank 2``, ``ranks 1-3, 5``."""
     return f"rank{'s' if len(ranks) > 1 else ''} {number_ranges(sorted(ranks))}"
 
 
-def _not_aligned_finding(bad: Table) -> Finding:
+def _not_aligned_finding(bad: Table, journals: set[int] | None = None) -> Finding:
     """The ranks the fallback placed (``bad``: their rows of the alignment table): for
     each of its methods, which ranks and what their cross-rank timing rests on, and for
-    each reason, what would align them; ranks in ascending order."""
+    each reason, what would align them; ranks in ascending order. A rank without
+    collectives read from a crash journal (``journals``) lost them with the kill (the
+    journal keeps host data only), never recorded none."""
     rows = sorted(zip(np.asarray(bad["rank"], np.int64).tolist(), map(str, bad["message"].tolist()),
                       map(str, bad["method"].tolist())))
     by: dict[str, list[int]] = {}
@@ -245,6 +260,12 @@ def _not_aligned_finding(bad: Table) -> Finding:
     silent = [r for r, m, _ in rows if m.startswith(f"rank {r} recorded no collective")]
     ref = dict.fromkeys(m.split(",")[0].split(":")[0] for r, m, _ in rows if m.startswith("the reference rank"))
     rest = [r for r, m, _ in rows if r not in silent and not m.startswith("the reference rank")]
+    lost = [r for r in silent if r in (journals or set())]
+    if lost:
+        text.append(f"{_ranks(lost)} {'was' if len(lost) == 1 else 'were'} read from a crash journal (killed "
+                    "before {} session stopped), which keeps host data only: {} collectives were lost with the "
+                    "kill, so there is nothing to match".format(*(["its"] * 2 if len(lost) == 1 else ["their"] * 2)))
+    silent = [r for r in silent if r not in lost]
     if silent:
         text.append(f"{_ranks(silent)} {_NOTHING_TO_MATCH}")
     text += [f"{w.removesuffix(' recorded no collective')} {_NOTHING_TO_MATCH}" for w in ref]
@@ -280,7 +301,7 @@ def _not_aligned_message(rows: list[tuple[int, str, str]]) -> str:
 
 def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows: dict[int, int] | None = None,
                         steps_of: Callable[[int], tuple[dict[tuple[str, int], int], list[int]]] | None = None,
-                        ) -> list[Finding]:
+                        journals: set[int] | None = None) -> list[Finding]:
     """Ranks not aligned, and the straggler: the rank that came last at a clearly larger
     share of the collectives than chance and cost the others some of their time
     (:data:`COUNT_P`, :data:`COUNT_WAIT_PCT`), or whose lateness cost the others a large
@@ -290,7 +311,7 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows:
     out = []
     bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
     if len(bad):
-        out.append(_not_aligned_finding(bad))
+        out.append(_not_aligned_finding(bad, journals or set()))
     n = len(per_rank)
     if n < 2 or not len(per_coll):
         return out

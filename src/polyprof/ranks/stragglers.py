@@ -122,7 +122,8 @@ def _held_by(group: np.ndarray, rank: np.ndarray, arr: np.ndarray, end: np.ndarr
              last_row: np.ndarray, last: np.ndarray, bound: np.ndarray) -> np.ndarray:
     """Per collective, the rank its waiting is charged to: the rank that came last,
     unless that rank was late only because it had waited for another in its collective
-    before, one that some rank here was not held back by (it left that one before the
+    before (or had come last to it, held there by another: followed along the chain),
+    one that some rank here was not held back by (it left that one before the
     late rank arrived: a rooted one's root that sent and was done; or it was not in it:
     a subgroup's), and then took no longer than the others to come here (within twice
     the clocks' bound): then the rank that collective is charged to. A gloo broadcast's
@@ -148,8 +149,11 @@ def _held_by(group: np.ndarray, rank: np.ndarray, arr: np.ndarray, end: np.ndarr
     first_out = np.full(n, np.iinfo(np.int64).max, np.int64)  # per collective, the first rank to leave it
     np.minimum.at(first_out, group, end.astype(np.int64))
     before = group[np.maximum(p, 0)]
+    # late there too: it waited in its collective before, or came last to it (a lateness
+    # that collective's own charge says whose it was: followed along the chain)
+    held_there = (wait[np.maximum(p, 0)] > slack) | (last_row[before] == p)
     inherit = ((p >= 0) & (gap[last_row] >= 0) & (others < np.iinfo(np.int64).max)
-               & (wait[np.maximum(p, 0)] > slack) & (gap[last_row] <= others + slack)
+               & held_there & (gap[last_row] <= others + slack)
                & ((first_out[before] + slack[before] < last[before]) | _outside(group, rank, before))
                & _earlier(last, before))
     return rank[last_row][chain_ends(np.where(inherit, before, np.arange(n)))]
