@@ -33,6 +33,18 @@ def test_run_refuses_an_output_that_is_no_trace_before_the_program_runs(tmp_path
     assert not (tmp_path / "ran").exists()  # the program was not run
 
 
+def test_run_refuses_a_zip_that_is_no_trace(tmp_path: Path) -> None:
+    """NumPy's ``.npz`` is a zip archive too: the first check (the zip's magic) took it
+    for a trace and replaced the user's arrays (a reviewer)."""
+    import numpy as np
+
+    np.savez(tmp_path / "data.npz", a=np.arange(5))
+    before = (tmp_path / "data.npz").read_bytes()
+    p = _run(tmp_path, "data.npz")
+    assert p.returncode != 0 and "data.npz is there and is not a polyprof trace" in p.stderr, p.stderr
+    assert (tmp_path / "data.npz").read_bytes() == before
+
+
 def test_run_replaces_its_own_trace_and_an_empty_file(tmp_path: Path) -> None:
     for out in ("t.polyprof", "empty.polyprof"):
         (tmp_path / out).write_bytes(b"")

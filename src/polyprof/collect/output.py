@@ -11,7 +11,7 @@ names the file actually written, or says that none was.
 A file at the output is replaced, as a run again with the same output expects, unless
 another writer changed it after this session started (another run with the same
 output that ended first, the program itself), or it is no trace at all (``-o notes.txt``
-over the user's notes: :func:`foreign`): then the trace goes beside it, to the first
+over the user's notes, ``-o data.npz``: :func:`foreign`): then the trace goes beside it, to the first
 free ``t.N.polyprof`` (:func:`beside`), nothing is replaced, and a warning says so
 (``polyprof run`` refuses such an output before the program starts). A session nested in another with the same output (``polyprof.profile(output=OUT)``
 in ``polyprof run -o OUT``) looks with the outermost one's snapshot, and the next save
@@ -128,15 +128,23 @@ def stamp(path: Path) -> Stamp:
 
 
 def foreign(path: Path) -> bool:
-    """Whether a regular file at ``path`` is no polyprof trace (not a zip archive: a
-    user's notes, a script, a JSON trace of another tool), which a save must not replace.
-    An empty file counts as none (``touch t.polyprof``); a file that cannot be read is
-    left to the save to report."""
+    """Whether a regular file at ``path`` is no polyprof trace, which a save must not
+    replace: not a zip archive (a user's notes, a script, another tool's JSON), or a zip
+    without a trace's ``header.json`` (NumPy's ``.npz``, a ``.docx``: only the archive's
+    directory is read). An empty file counts as none (``touch t.polyprof``); a file that
+    cannot be read is left to the save to report."""
+    import zipfile  # (a session with an output: its start only)
+
     try:
         if not path.is_file() or path.stat().st_size == 0:
             return False
         with open(path, "rb") as f:
-            return f.read(len(TRACE_HEAD)) != TRACE_HEAD
+            if f.read(len(TRACE_HEAD)) != TRACE_HEAD:
+                return True
+        with zipfile.ZipFile(path) as z:
+            return "header.json" not in z.namelist()
+    except zipfile.BadZipFile:
+        return True
     except OSError:
         return False
 
