@@ -334,12 +334,16 @@ class _Collector:
 
     def _leave_out(self, side: str) -> None:
         """The side's traces without steps out of its counts (runs, traces, ranks,
-        events, window; their tables were never added), each named in ``info["left_out"]``."""
+        events, window; their tables were never added) and out of its traces' labels and
+        spans (so :meth:`one_trace_per_run` counts the traces kept), each named in
+        ``info["left_out"]``."""
         seen = self.seen[side]
         gone = [i for i, x in enumerate(seen) if not x[3]]
         if not gone:
             return
         kept = [x for x in seen if x[3]]
+        self.trace_of[side] = [t for t, x in zip(self.trace_of[side], seen) if x[3]]
+        self.span_ns[side] = [t for t, x in zip(self.span_ns[side], seen) if x[3]]
         info = self.info[side]
         info["left_out"] = [{"run": seen[i][0], "rank": seen[i][1], "path": seen[i][2], "why": "no steps"}
                             for i in gone]

@@ -47,9 +47,9 @@ def reach(compared: dict[str, Compared], rows: int, alpha: float, correction: st
     n_a, n_b = max(a for a, _, _ in c.sizes), max(b for _, b, _ in c.sizes)
     unit = "runs" if runs else "steps"
     need = next((n for n in range(max(n_a, n_b, 2), MOST_NEEDED + 1)
-                 if _adjusted(smallest_p([(n, n, runs)] * len(c.sizes), len(c.strata), test), rows, correction)
+                 if _adjusted(smallest_p([(n, n, runs)] * len(c.sizes), len(c.sizes), test), rows, correction)
                  < alpha), None)
-    where = f" on each of {len(c.strata)} ranks" if len(c.strata) > 1 else ""
+    where = f" on each of {len(c.sizes)} ranks" if len(c.sizes) > 1 else ""
     sizes = f"{n_a} {unit} a side" if n_a == n_b else f"{n_a} {unit} in A and {n_b} in B"
     more = (f"more {unit} ({need} a side can reach it)" if need is not None else f"more {unit}") + " or --test t"
     text = (f"No row can be called changed: with {sizes}{where} the rank test (Mann-Whitney U) cannot reach "

@@ -29,7 +29,8 @@ tested on its own (A's rank 3 against B's rank 3), and the ranks' results are co
 * **Across ranks**: the ranks' two-sided p-values with the direction of their change are
   combined by Stouffer's Z (a change on every rank adds up), and the row's p-value is
   the smaller of that and the most-changed rank's, Bonferroni-corrected for the looks
-  taken: ``min(1, 2 * min(p_combined, R * p_r*))`` with R ranks (R = 1: that rank's p).
+  taken: ``min(1, 2 * min(p_combined, R * p_r*))`` with R ranks tested (R = 1: that
+  rank's p; a rank whose test was skipped, too few samples, is no look and not counted).
   The most-changed rank r* is the rank whose mean per step moved most in the direction
   of the mean over the ranks (the direction of the row's total): a row whose time grew
   is never called on a rank where it fell (a straggler's own wait in a collective falls
@@ -236,8 +237,9 @@ def compare(a: Samples | SparseSamples, b: Samples | SparseSamples, test: str = 
     rank_a, rank_b = np.full(k, np.nan), np.full(k, np.nan)
     testable = [i for i, w in enumerate(why) if w is None]
     untestable = None if testable else _why_by_ranks(strata, why)
-    if len(strata) == 1:
-        p = P[:, 0]
+    looks = len(testable)  # the ranks tested: one whose test was skipped (too few samples) is no look
+    if looks <= 1:
+        p = P[:, testable[0] if testable else 0]
     else:
         comb = stouffer(P, MB - MA)
         # evidence of a change the other way than the mean's is none for this one
@@ -245,8 +247,8 @@ def compare(a: Samples | SparseSamples, b: Samples | SparseSamples, test: str = 
         best = most_changed(MB - MA, P)
         rows_k = np.arange(k)
         p_best = np.where(best >= 0, P[rows_k, np.maximum(best, 0)], np.nan)
-        by_rank = ~np.isnan(p_best) & (p_best * len(strata) < np.where(np.isnan(comb), np.inf, comb))
-        p = np.minimum(1.0, 2.0 * np.where(by_rank, p_best * len(strata), comb))
+        by_rank = ~np.isnan(p_best) & (p_best * looks < np.where(np.isnan(comb), np.inf, comb))
+        p = np.minimum(1.0, 2.0 * np.where(by_rank, p_best * looks, comb))
         rows = np.flatnonzero(by_rank)
         decided[rows] = np.array(strata)[best[rows]]
         rank_a[rows], rank_b[rows] = MA[rows, best[rows]], MB[rows, best[rows]]
@@ -264,7 +266,7 @@ def compare(a: Samples | SparseSamples, b: Samples | SparseSamples, test: str = 
     if len(strata) > 1:
         method += f", each of {len(strata)} ranks, combined (Stouffer) and the most-changed rank (Bonferroni)"
     return Compared(p, mean_a, mean_b, P, [int(r) for r in strata], decided, method, untestable, rank_a, rank_b,
-                    MA, MB, sizes, smallest_p(sizes, len(strata), test))
+                    MA, MB, sizes, smallest_p(sizes, looks, test))
 
 
 def smallest_p(sizes: list[tuple[int, int, bool]], n_strata: int, test: str) -> float:
@@ -272,7 +274,9 @@ def smallest_p(sizes: list[tuple[int, int, bool]], n_strata: int, test: str) -> 
     the rank test's is bounded by its sizes (a 5-vs-5 Mann-Whitney's exact two-sided p is
     at least 2/252 = 0.0079, ``ranktest.min_p_value``); over several ranks, the smaller of
     the combination with every rank at its smallest p the same way and the most-changed
-    rank's, as :func:`compare` takes them. The t test's has no such bound (0). A
+    rank's, as :func:`compare` takes them. ``sizes``: those of the ranks tested;
+    ``n_strata``: how many (a rank whose test was skipped is in neither, as in
+    :func:`compare`'s correction). The t test's has no such bound (0). A
     correction over many rows can put every row out of reach of ``alpha``: the verdict
     says so (``diff_notes.reach``) rather than call rows unchanged."""
     if test != "rank":

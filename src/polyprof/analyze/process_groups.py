@@ -60,10 +60,15 @@ def known_group_sizes(trace: Trace, group: np.ndarray, pg: np.ndarray) -> np.nda
 
 
 #: the worker threads of each gloo process group torch.distributed makes: ProcessGroupGloo's
-#: default options, which ``_new_process_group_helper`` leaves as they are
+#: default options, which ``_new_process_group_helper`` leaves as they are (two per device:
+#: one device unless ``GLOO_SOCKET_IFNAME`` names several interfaces)
 GLOO_THREADS = 2
 #: the name prefix of gloo's work ranges (``gloo:broadcast``), each on a worker thread of its group
 GLOO_PREFIX = "gloo:"
+#: gloo's ranges run on the calling thread, not a group's worker thread
+GLOO_CALLER = ("gloo:send", "gloo:recv")
+#: the name Kineto gives a gloo worker thread (``thread 10509 (pt_gloo_runloop)``)
+GLOO_THREAD_NAME = "pt_gloo_runloop"
 
 
 def listed_groups(trace: Trace) -> dict[str, list[int]]:
@@ -96,28 +101,49 @@ def own_rank(trace: Trace) -> int | None:
     return r if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else None
 
 
+def gloo_workers(trace: Trace) -> np.ndarray:
+    """Per track (by id), whether it is a gloo worker thread: named so (``pt_gloo_runloop``;
+    Kineto may name one thread twice, ``python`` and ``pt_gloo_runloop``, and a track keeps
+    one), or running nothing but gloo's work ranges. The thread that calls c10d is none: it
+    runs the c10d ops, and gloo's ``gloo:send`` / ``gloo:recv`` ranges (:data:`GLOO_CALLER`)."""
+    work = np.fromiter((s.startswith(GLOO_PREFIX) and s not in GLOO_CALLER for s in trace.strings), bool,
+                       len(trace.strings))  # per string, not per event
+    ev = trace.events
+    other = np.bincount(ev["track"], weights=~work[ev["name"]], minlength=len(trace.tracks)) \
+        if trace.n_events else np.zeros(len(trace.tracks))
+    out = np.zeros(max(len(trace.tracks), len(other)), bool)
+    for tr in trace.tracks:  # per track (a few)
+        out[tr.id] = GLOO_THREAD_NAME in tr.name or other[tr.id] == 0
+    return out
+
+
 def gloo_groups(trace: Trace, rows: np.ndarray, names: np.ndarray, pg: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(pg, world, unsure) for collective rows (``names``: their event names; ``pg``: their
     ``Process Group Name``, None where not given). gloo's work ranges name no group; the
     thread each ran on does: a gloo process group runs its work on threads of its own
-    (:data:`GLOO_THREADS`), made when the group was made, and a rank makes a group only
-    where it is in it. So where the job made several groups (``pg_count``, or several
-    listed), a rank in one (``pg_config`` lists those the rank is in) ran all its gloo work
-    in that one; a rank in several, on ``GLOO_THREADS`` threads per group (each group's
-    seen working), ran each group's on the next threads in thread-id order (ids are handed
-    out in the order threads are made; the groups are listed in the order made). ``pg``
-    gets those names; ``world``: the rows told to be the default group's (listed first:
-    the group made first), whose key stays the bare op, as that of a collective whose
-    group is not told (a subgroup's is ``group/op``; so ranks that tell and ranks that
-    cannot still match the world's). ``unsure``: the gloo rows whose group the trace does not tell although
-    the rank worked in several groups (several listed and not told apart; or, none
-    listed, more threads than one group has): their root, a rank of that group, cannot
-    be mapped to the global rank."""
+    (:data:`GLOO_THREADS`, :func:`gloo_workers`), made when the group was made, and a rank
+    makes a group only where it is in it. So where the job made several groups
+    (``pg_count``, or several listed), a rank in one (``pg_config`` lists those the rank is
+    in) ran all its gloo work in that one; a rank in several, on ``GLOO_THREADS`` worker
+    threads per group (each group's seen working), ran each group's on the next worker
+    threads in thread-id order (ids are handed out in the order threads are made; the
+    groups are listed in the order made; a worker's id below its process's: the ids wrapped
+    at ``pid_max`` since, and the order is not told). ``gloo:send`` / ``gloo:recv`` run on
+    the calling thread, which tells no group: they are given none (the bare op's key).
+    ``pg`` gets those names; ``world``: the rows told to be the default group's (listed
+    first: the group made first), whose key stays the bare op, as that of a collective
+    whose group is not told (a subgroup's is ``group/op``; so ranks that tell and ranks
+    that cannot still match the world's). ``unsure``: the gloo rows on worker threads whose
+    group the trace does not tell although the rank worked in several groups (several
+    listed and not told apart; or, none listed, more worker threads than one group has):
+    their root, a rank of that group, cannot be mapped to the global rank."""
     pg = pg.copy()
     unsure, world = np.zeros(len(rows), bool), np.zeros(len(rows), bool)
     mine = np.flatnonzero(np.char.startswith(np.asarray(names, str), GLOO_PREFIX) & (pg == None)) \
         if len(rows) else np.zeros(0, np.int64)  # noqa: E711
+    if len(mine):
+        mine = mine[gloo_workers(trace)[trace.events["track"][rows[mine]]]]
     if not len(mine):
         return pg, world, unsure
     groups, rank = listed_groups(trace), own_rank(trace)
@@ -131,9 +157,11 @@ def gloo_groups(trace: Trace, rows: np.ndarray, names: np.ndarray, pg: np.ndarra
         unsure[mine] = not groups and len(threads) > GLOO_THREADS
         return pg, world, unsure
     member = [n for n, ranks in groups.items() if rank is not None and rank in ranks]
+    planes = unique(plane)
+    pid = next((p.pid for p in trace.planes if len(planes) == 1 and p.id == planes[0]), 0)
     if len(member) == 1:
         pg[mine] = member[0]
-    elif member and len(unique(plane)) == 1 and len(threads) == GLOO_THREADS * len(member) and threads.min() > 0:
+    elif member and len(planes) == 1 and len(threads) == GLOO_THREADS * len(member) and threads.min() > max(pid, 0):
         pg[mine] = np.asarray(member, object)[np.searchsorted(threads, tid) // GLOO_THREADS]
     else:
         unsure[mine] = True
