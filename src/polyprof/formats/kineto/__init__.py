@@ -4,8 +4,9 @@ Built for big traces: the file is decompressed as a stream and the ``traceEvents
 is cut into slices of whole events; msgspec decodes each slice straight into small typed
 structs (only the fields the reader uses; ``ts`` and ``dur`` kept as their JSON text), and
 each slice becomes NumPy columns straight away, so the parsed JSON of the whole file never
-exists at once. Anything the fast path cannot cut (odd layouts, broken files) is parsed in
-one piece, with orjson's exact error message for broken JSON.
+exists at once. A slice that does not parse is mended on its own or refused at its
+fault's byte, line and column of the file (``faults.py``); only a document whose events
+array is not found near its start is parsed in one piece.
 
 Mapping to the Trace: host processes -> ``/host:CPU`` planes (thread tracks), devices ->
 ``/device:<KIND>:<N>`` planes (one track per stream), ``X``/``i``/``I``/``B``-``E`` ->
@@ -20,7 +21,8 @@ The stages, one module each (Perfetto's tokenizer/parser split):
   the compiled tokenizer into columns (``tokenized.py`` + ``_tokens.c``, which also takes
   the args analyses look up by row: ``taken.py``), or decoded by
   msgspec into the structs of ``events.py`` where it does not read a slice exactly (the
-  rest of the document parsed apart);
+  rest of the document parsed apart; a slice that does not parse mended by
+  ``lenient.py`` or its fault placed in the file by ``faults.py``);
 - ``collector.py``: each slice -> NumPy columns (codes through ``codes.py``, exact ns
   through ``numbers.py``, flow endpoints through ``flows.py``), args kept as JSON text
   with the correlation ids typed at load (``ids.py``, ``args.py``);

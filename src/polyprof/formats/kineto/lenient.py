@@ -20,6 +20,15 @@ _CONTROL = re.compile(rb"[\x00-\x1f]")
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 
 
+def _mended(tok: bytes) -> bytes:
+    """A token of ``_TOKENS`` as ``repair`` writes it."""
+    if tok == b",":
+        return b""
+    if _CONTROL.search(tok):
+        return _CONTROL.sub(lambda c: b"\\u%04x" % c.group(0)[0], tok)
+    return tok
+
+
 def repair(data: bytes) -> tuple[bytes, dict[str, int]]:
     """The document with trailing commas removed and raw control characters in strings
     escaped; and how many of each (both 0: nothing to repair)."""
@@ -29,14 +38,28 @@ def repair(data: bytes) -> tuple[bytes, dict[str, int]]:
         tok = m.group(0)
         if tok == b",":
             counts["trailing commas"] += 1
-            return b""
-        if _CONTROL.search(tok):
+        elif _CONTROL.search(tok):
             counts["control characters in strings"] += len(_CONTROL.findall(tok))
-            return _CONTROL.sub(lambda c: b"\\u%04x" % c.group(0)[0], tok)
-        return tok
+        return _mended(tok)
 
     out = _TOKENS.sub(fix, data)
     return out, {k: v for k, v in counts.items() if v}
+
+
+def original_offset(data: bytes, at: int) -> int:
+    """The byte of ``data`` that byte ``at`` of ``repair(data)``'s text came from (a byte
+    inside a mended string: that string's start). For an error message: walks every token."""
+    shift = 0  # bytes the mended text is ahead of ``data`` before the current token
+    for m in _TOKENS.finditer(data):
+        s, e = m.span()
+        if s + shift > at:
+            break
+        tok = m.group(0)
+        new = len(_mended(tok)) if tok == b"," or _CONTROL.search(tok) else e - s
+        if at < s + shift + new:
+            return s if new != e - s else at - shift
+        shift += new - (e - s)
+    return at - shift
 
 
 def number(v: Any) -> float | None:

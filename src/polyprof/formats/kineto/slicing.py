@@ -3,8 +3,12 @@
 The tokenizer stage: text comes in as decompressed blocks; the array is cut at event
 boundaries (a ``}`` followed by ``,`` and ``{``, checked by decoding), so the parsed
 JSON of the whole file never exists at once. What follows the array is parsed as the
-rest of the top-level object. Anything the fast path cannot cut (odd layouts, broken
-files) is parsed in one piece, with orjson's exact error message for broken JSON.
+rest of the top-level object. A slice that does not parse is mended on its own where
+``lenient.repair`` can (a raw control character in a string, a trailing comma) and is
+otherwise refused at its fault's byte of the file (``faults.py``): memory stays bounded by
+a slice (by the largest event), whatever the file holds. Only a document whose events
+array is not found in its first 64 MiB, and the end of the array with what follows it,
+are parsed in one piece, as orjson parses them.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ import orjson
 from . import lenient
 
 from ...errors import TraceFormatError
+from .faults import Broken, first_fault, located, unmended
 from .events import _DECODE_DOC_EVENTS, _DECODE_EVENTS, _Event
 
 #: Text handed to the decoder at a time (whole events); bounds the parsed objects alive at once.
 CHUNK_BYTES = 256 << 10
-_SLURP_LIMIT = 64 << 20  # no event boundary found within this much text: parse in one piece
+_SLURP_LIMIT = 64 << 20  # no events array found within this much text: parse in one piece
+_NEAR_END = 65536  # a slice broken this near its cut: the cut is wrong (inside an event), not the text
 _TE_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
 
@@ -46,10 +52,6 @@ def _boundary_before(body: bytearray, end: int) -> tuple[int, int]:
                 return p + 1, q
         p = body.rfind(b"}", 0, p)
     return -1, -1
-
-
-class _Slurp(Exception):
-    """The fast splitter gives up; parse the whole document in one piece."""
 
 
 class _NotAnEvent(Exception):
@@ -126,36 +128,47 @@ def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
         return
     body = buf[start:]
     del buf
-    while True:
-        while len(body) < CHUNK_BYTES:
-            more = next(it, None)
-            if more is None:
-                break
-            body += more
-        if len(body) < CHUNK_BYTES:
-            break  # end of input: the rest is handled by _tail
-        try:
+    base = start  # the byte of the file's text that body starts at
+    need = CHUNK_BYTES  # body's length before the next cut (doubled after a cut not found)
+    repaired: dict[str, int] = {}
+    try:
+        while True:
+            while len(body) < need:
+                more = next(it, None)
+                if more is None:
+                    break
+                body += more
+            if len(body) < need:
+                break  # end of input: the rest is handled by _tail
             cut = _cut(body, scan)
-        except _Slurp:
-            yield from _slurp(path, prefix + b"[" + bytes(body), it, top)
-            return
-        if cut is None:
-            if len(body) > _SLURP_LIMIT:
-                yield from _slurp(path, prefix + b"[" + bytes(body), it, top)
-                return
-            more = next(it, None)
-            if more is None:
-                break
-            body += more
-            continue
-        events, nxt = cut
-        del body[:nxt]
-        yield events
-        del events
-    # the tail: last events, the closing bracket, then the rest of the top-level object
+            if cut is None:  # no whole events found: a fault (refused here), or a long event
+                _check(body, prefix, is_list)
+                need = 2 * len(body)  # each byte checked a bounded number of times
+                continue
+            events, nxt = cut[0], cut[1]
+            for k, v in (cut[2] if len(cut) > 2 else {}).items():
+                repaired[k] = repaired.get(k, 0) + v
+            del body[:nxt]
+            base += nxt
+            need = CHUNK_BYTES
+            yield events
+            del events, cut
+    except Broken as e:
+        raise TraceFormatError(path, located(path, e.what, base + e.at)) from None
+    if repaired:
+        top["__repaired__"] = repaired
+    yield from _end(path, body, (prefix, is_list, base), top, scan)
+
+
+def _end(path: Path, body: bytearray, where: tuple[bytes, bool, int], top: dict[str, Any],
+         scan: Callable[[bytearray, int], tuple | None] | None) -> Iterator[Slice]:
+    """The tail: the last events, the closing bracket, then the rest of the top-level
+    object (``where``: the text before the array, whether it is the Array Format, and the
+    byte of the file's text that ``body`` starts at)."""
+    prefix, is_list, base = where
     tail = _tail(body, is_list, scan)
     if tail is None:
-        yield from _slurp(path, prefix + b"[" + bytes(body), iter(()), top)
+        yield from _slurp(path, prefix + b"[" + bytes(body), iter(()), top, (len(prefix) + 1, base))
         return
     events, suffix = tail
     if events:
@@ -163,18 +176,42 @@ def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
     if is_list:
         top["__list__"] = True
         return
+    data = prefix + b"[]" + suffix
     try:
-        rest = orjson.loads(prefix + b"[]" + suffix)
+        rest = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise TraceFormatError(path, f"invalid JSON after the traceEvents array ({e})") from None
+        bad = first_fault(data, e) or Broken(e.msg, 0)
+        at = bad.at if bad.at < len(prefix) else base + len(body) - len(suffix) + bad.at - len(prefix) - 2
+        raise TraceFormatError(path, located(path, bad.what, at).replace(
+            "invalid JSON", "invalid JSON after the traceEvents array", 1)) from None
     if not isinstance(rest, dict):
         raise TraceFormatError(path, "invalid JSON around the traceEvents array")
     rest.pop("traceEvents", None)
     top.update(rest)
 
 
-def _cut(body: bytearray, scan: Callable[[bytearray, int], tuple | None] | None = None) -> tuple[Slice, int] | None:
-    """Parse the longest run of whole events at the start of ``body`` (None: no cut found)."""
+def _check(body: bytearray, prefix: bytes, is_list: bool) -> None:
+    """Raise :class:`Broken` (at its byte of ``body``) for a fault in the events read so
+    far that ``lenient.repair`` does not mend. An array that ends in ``body`` is no fault
+    when what follows it continues the document (read on, to the end: ``_tail``)."""
+    text = b"[" + bytes(body)
+    bad = unmended(text)
+    if bad is None:
+        return
+    if bad.what == "trailing characters" and not is_list:  # the array ended: the rest must continue the object
+        after, end = prefix + b"[]", text.rfind(b"]", 0, bad.at) + 1  # (msgspec's byte: past the next comma)
+        more = unmended(after + text[end:])
+        if more is None:
+            return
+        if more.at >= len(after):
+            raise Broken(more.what, more.at - len(after) + end - 1)
+    raise Broken(bad.what, bad.at - 1)
+
+
+def _cut(body: bytearray, scan: Callable[[bytearray, int], tuple | None] | None = None) -> tuple | None:
+    """Parse the longest run of whole events at the start of ``body``: (events, where the
+    next starts, what was mended: ``lenient.repair``'s counts); None: no cut found.
+    Raises :class:`Broken` (at its byte of ``body``) for a fault that cannot be mended."""
     end = len(body)
     for _ in range(3):
         stop, nxt = _boundary_before(body, end)
@@ -185,13 +222,22 @@ def _cut(body: bytearray, scan: Callable[[bytearray, int], tuple | None] | None 
             return columns, nxt
         text = b"".join((b"[", memoryview(body)[:stop], b"]"))
         try:
-            events = _decode_events(text)
+            return _decode_events(text), nxt
         except orjson.JSONDecodeError as e:
-            if getattr(e, "pos", 0) < len(text) - 65536:
-                raise _Slurp() from None  # broken well before the cut: not a cutting problem
-            end = stop - 1
-            continue
-        return events, nxt
+            bad = first_fault(text, e) or Broken(e.msg, 0)
+        if bad.at < len(text) - _NEAR_END and bad.what != "trailing characters":
+            fixed, counts = lenient.repair(text)
+            if counts:  # mended in this slice alone (a raw control character, a trailing comma)
+                try:
+                    return _decode_events(fixed), nxt, counts
+                except orjson.JSONDecodeError as e:
+                    bad = first_fault(fixed, e) or Broken(e.msg, 0)
+                    bad = Broken(bad.what, lenient.original_offset(text, bad.at))
+            if bad.at < len(text) - _NEAR_END and bad.what != "trailing characters":
+                raise Broken(bad.what, bad.at - 1)
+        if bad.what == "trailing characters":
+            return None  # the array ends before the cut: read on (_check, _tail)
+        end = stop - 1  # broken near the cut: a '},{' inside an event; try an earlier one
     return None
 
 
@@ -237,23 +283,37 @@ def _tail(body: bytearray, is_list: bool,
     return None
 
 
-def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
-    """Parse the whole document (odd layouts, broken files: orjson says what is wrong)."""
+def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any],
+           origin: tuple[int, int] = (0, 0)) -> Iterator[list[_Event]]:
+    """Parse the whole document (odd layouts, broken files: orjson says what is wrong).
+    ``origin`` (n, b): bytes of ``head`` from the n-th on are those of the file's text from
+    byte b on (the bytes before, the file's first)."""
+    more = next(it, None)
+    if more is not None:  # more than the head: refuse a head that is broken before it is joined to the rest
+        fault = unmended(head)
+        if fault is not None:
+            raise TraceFormatError(path, located(path, fault.what, fault.at) + _json_lines(head))
+        head += more
     data = head + b"".join(it)
     if not data.strip():
         raise TraceFormatError(path, "empty file")
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as e:
+        fault = None
         fixed, repaired = lenient.repair(data)
         try:
             doc = orjson.loads(fixed) if repaired else None
-        except orjson.JSONDecodeError:
-            doc = None
+        except orjson.JSONDecodeError as again:  # the fault repair does not mend, where it is in data
+            got = first_fault(fixed, again) or Broken(again.msg, 0)
+            doc, fault = None, Broken(got.what, lenient.original_offset(data, got.at))
         if doc is None:
-            raise TraceFormatError(path, f"invalid JSON ({e})" + _json_lines(data)) from None
+            fault = fault or first_fault(data, e) or Broken(e.msg, 0)
+            at = fault.at if fault.at < origin[0] else origin[1] + fault.at - origin[0]
+            raise TraceFormatError(path, located(path, fault.what, at) + _json_lines(data)) from None
         data = fixed
-        top["__repaired__"] = repaired  # said in the reader's warning (build.py)
+        before = top.get("__repaired__", {})
+        top["__repaired__"] = {k: before.get(k, 0) + repaired.get(k, 0) for k in {*before, *repaired}}  # (build.py)
     if isinstance(doc, list):
         top["__list__"] = True
         events = doc
