@@ -215,6 +215,7 @@ class Timed:
         self._lock = threading.Lock()
         self._timers: list[background.Background] = []
         self._applied: dict[int, bool] = {}  # id(plugin) -> recording as last applied
+        self._resumes: dict[int, list[tuple[int, int]]] = {}  # id(plugin) -> (when told, ns its resume took)
         #: id(plugin) -> [start, end] ns (end -1 while open) of each stretch a plugin paused and
         #: resumed at step boundaries recorded (step_bound)
         self.stretches: dict[int, list[list[int]]] = {id(p): [] if self.delay_s > 0 else [[start_ns, -1]]
@@ -266,6 +267,10 @@ class Timed:
             elif got and got[-1][1] < 0:
                 got[-1][1] = t_ns
         call_plugin(plugin, "resume" if want else "pause", self.on_error)
+        if want:  # how long it took to resume (torch's first start: seconds), said if it recorded nothing
+            from .clock import now_ns  # the clock imports the trace's keys: not on every import of this module
+
+            self._resumes.setdefault(id(plugin), []).append((t_ns, now_ns() - t_ns))
         return want
 
     def on_step(self, n: int, t_ns: int) -> bool:
@@ -329,19 +334,23 @@ class Timed:
             said = self._nothing_from(plugin, part, lo, hi)
             if said:
                 _say(out, str(getattr(plugin, "name", type(plugin).__name__)), said)
-        if len(steps) and not whole.any():
+        cut = bool(len(steps)) and not whole.any()
+        if cut:
             _say(out, "session", self._no_whole_step(steps, lo, hi))
             out = take(out, ~np.isin(np.arange(out.n_events), steps.rows))
+        if not out.n_events:
+            _say(out, "session", self._empty(parts, lo, hi, cut))
         return out
 
     def _nothing_from(self, plugin: object, part: Trace, lo: int, hi: int) -> str:
-        """Why a plugin that pauses recorded nothing in the window, if it did not ("": it did)."""
+        """Why a plugin that pauses, or begins late (:meth:`_late`), recorded nothing in the
+        window, if it did not ("": it did, or cannot say)."""
         from ..trace.subset import overlapping  # at a window's end only (settle)
 
-        if getattr(plugin, "pause", None) is None or getattr(plugin, "idle", False):
+        if getattr(plugin, "idle", False) or (part.n_events and overlapping(part, [(lo, hi)]).any()):
             return ""
-        if part.n_events and overlapping(part, [(lo, hi)]).any():
-            return ""
+        if getattr(plugin, "pause", None) is None:
+            return self._late(plugin, part, hi)
         got = self.stretches.get(id(plugin))
         head = f"recorded nothing in the window ({self.text()})"
         if got is None:  # paused and resumed by the clock
@@ -355,8 +364,44 @@ class Timed:
                 f" (the first after it opened came at {(first - self.start_ns) / 1e9:.3f} s)"
             return f"{head}{rule}, and none came while the window was open{when}"
         t = max(began[0], lo)
+        took = max((d for a, d in self._resumes.get(id(plugin), []) if a == began[0]), default=0)
+        slow = f", and its resume there took {took / 1e6:,.1f} ms" if took > (hi - t) // 2 else ""
         return (f"{head}{rule}: the first in the window came at {(t - self.start_ns) / 1e9:.3f} s, "
-                f"{(hi - t) / 1e6:,.1f} ms before it closed; make the window longer than a step")
+                f"{(hi - t) / 1e6:,.1f} ms before it closed{slow}; make the window longer than a step")
+
+    def _late(self, plugin: object, part: Trace, hi: int) -> str:
+        """Why a plugin that records from when the program first uses its framework (its
+        ``began_ns``: jax, at the first JAX call) recorded nothing in the window ("": one
+        without ``began_ns``, which records from the session's start)."""
+        if not hasattr(plugin, "began_ns"):
+            return ""
+        began: int | None = plugin.began_ns  # type: ignore[attr-defined]  # (checked just above)
+        what = str(getattr(plugin, "begins_at", "when the program first used what it records"))
+        head = f"recorded nothing in the window ({self.text()}); it records from {what}"
+        if began is None:
+            return f"{head}, which never came"
+        if began >= hi:
+            return (f"{head}, which came at {(began - self.start_ns) / 1e9:.3f} s, after the window closed "
+                    f"(at {(hi - self.start_ns) / 1e9:.3f} s): the window is counted from the session's start, "
+                    "before the program's imports; give a later --delay")
+        return f"{head}: its {part.n_events:,} events lie outside the window" if part.n_events else ""
+
+    def _empty(self, parts: Sequence[tuple[object, Trace]], lo: int, hi: int, cut: bool) -> str:
+        """Why the window holds no event (``cut``: but the marks of the steps it cuts, left
+        out): where the run's events lie, so the summary's "0 events" is not left bare."""
+        import numpy as np  # at a window's end only (settle)
+
+        firsts = [int(p.start_ns.min()) for _, p in parts if p.n_events]
+        lasts = [int((p.start_ns + p.dur_ns).max()) for _, p in parts if p.n_events]
+        head = f"the window ({self.text()}, {(lo - self.start_ns) / 1e9:.3f}-{(hi - self.start_ns) / 1e9:.3f} s) " \
+               f"holds no event{' but the marks of the steps it cuts' if cut else ''}"
+        if not firsts:
+            return f"{head}: no plugin recorded any event in the whole run (only the counters' samples are kept)"
+        n = int(np.sum([p.n_events for _, p in parts]))
+        what = "the run's other events" if cut else f"the run's {n:,} events"
+        return (f"{head}: {what} lie outside it, from {(min(firsts) - self.start_ns) / 1e9:.3f} s "
+                f"to {(max(lasts) - self.start_ns) / 1e9:.3f} s after the session's start (the warnings "
+                "above say why, where a plugin knows)")
 
     def _no_whole_step(self, steps: Steps, lo: int, hi: int) -> str:
         import numpy as np  # at a window's end only (settle)

@@ -67,6 +67,10 @@ class JaxPlugin(Plugin):
     #: call is): the clock markers made there tell which of JAX's thread lines is that
     #: thread (``_name_threads``)
     session_thread_only = True
+    #: when its recording begins, for a time window that closed before it (collect/schedule.py)
+    begins_at = "the program's first JAX call (JAX's profiler starts when JAX makes its backends)"
+    #: when polyprof's JAX recording began (session clock; None: not yet, or never)
+    began_ns: int | None = None
 
     @staticmethod
     def conformance_workload(seconds: float) -> None:
@@ -171,9 +175,16 @@ class JaxPlugin(Plugin):
                 if self._owns_dir:
                     shutil.rmtree(self._logdir, ignore_errors=True)
                 raise
+            self.began_ns = now_ns()
             self._session = self._gate.current() if self._gate else None
             self._brackets = self._bracket(jp, "start")
             self._bracket_threads["start"] = _this_thread()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing for polyprof to record: the program's own JAX trace held JAX's profiler
+        before polyprof's began (its own warning says so; collect/schedule.py)."""
+        return self.began_ns is None and bool(getattr(self, "_yielded", ""))
 
     def _program_traces(self) -> bool:
         """Whether the program's own JAX trace runs or is starting on this thread (inside

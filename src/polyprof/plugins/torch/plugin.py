@@ -123,6 +123,7 @@ class TorchPlugin(Captures, Plugin):
         self._recorder: rec_mod.Recorder | None = None
         self._had_steps = False
         self._paused = False  # a session schedule's wait steps (pause() / resume())
+        self._warmed = False  # torch's profiler started and stopped once while paused (_warm)
         # called by polyprof.step() on the program's thread: unseen by its profile function
         # (a program's own torch.profiler(with_stack=True) lists what python lists)
         self._step_listener = unseen.quiet(self._on_step)
@@ -194,10 +195,13 @@ class TorchPlugin(Captures, Plugin):
     def _begin(self) -> None:
         """Start our own torch profiler (own mode)."""
         with self._lock:
-            if self._prof is not None or self._state != "started" or self.driver is not None or self._paused:
+            if self._prof is not None or self._state != "started" or self.driver is not None:
                 return
             torch = imported_torch()
             if torch is None:
+                return
+            if self._paused:  # a window's delay or a schedule's first steps: it resumes later
+                self._warm(torch)
                 return
             self._ensure_ranges(torch)
             if self._handover.blocks():  # the program's profiler holds torch: ours starts after it
@@ -223,6 +227,25 @@ class TorchPlugin(Captures, Plugin):
                 n = len(self._recorder.steps)
                 if n:  # steps before torch started: keep numbering
                     self._on_step(n)
+
+    def _warm(self, torch: Any) -> None:
+        """Paused before its first recording: torch's profiler started and stopped once,
+        on nothing, now (at torch's import or the session's start), not at the first
+        resume. torch's first start initialises Kineto: 1.5-2 s on a loaded 2-core
+        machine (torch 2.13's prepare; a millisecond after). At a resume at the first step
+        boundary in a window, that went out of the window: a 0.6 s window recorded no op."""
+        if self._warmed or self._handover.blocks():
+            return
+        self._warmed = True
+        self._handover.busy += 1  # our own prepare and stop, not the program's
+        try:
+            prof = torch.profiler.profile(**self._profile_kwargs(torch))
+            prof.start()
+            prof.stop()
+        except Exception as e:  # the resume starts it then, as before
+            log.debug("plugin torch: torch.profiler's warm-up failed: %s: %s", type(e).__name__, e)
+        finally:
+            self._handover.busy -= 1
 
     def _profile_kwargs(self, torch: Any) -> dict[str, Any]:
         o = self.options
