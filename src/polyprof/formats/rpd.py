@@ -38,7 +38,7 @@ from ..lowlevel.demangle import demangle_all
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.sorting import find, member, unique_inverse
-from . import rocm_trace, sqlite_db
+from . import rocm_trace, sqlite_bounds, sqlite_db
 from .parts import Part, group_rows, set_stat, triples
 from .safety import TIME_LIMIT_NS, guarded
 from .sqlite_db import Schema, quote
@@ -75,8 +75,9 @@ def sniff(head: bytes, path: Path) -> bool:
 
 def _strings(conn: sqlite3.Connection, table: str, ids_sql: str) -> dict[int, str]:
     """``id -> string`` of the rows of ``table`` whose ids ``ids_sql`` selects."""
+    cut = sqlite_bounds.MAX_NAME_CHARS  # (a longer name is damage or hostile)
     return {int(i): str(s) for i, s in sqlite_db.rows(
-        conn, f"SELECT id, string FROM {quote(table)} WHERE id IN ({ids_sql})") if isinstance(i, int)}
+        conn, f"SELECT id, substr(string, 1, {cut}) FROM {quote(table)} WHERE id IN ({ids_sql})") if isinstance(i, int)}
 
 
 def _timed(c: dict[str, np.ndarray], table: str) -> dict[str, np.ndarray]:

@@ -17,7 +17,9 @@ string per column and chunk, and the chunks bound the texts' memory. Columns dec
 NOT NULL are read as they are; others through ``coalesce`` (group_concat skips NULLs,
 which would misalign the columns). Measured alternatives, both slower: bit-packing
 columns into fewer texts (the min/max pass it needs costs as much as it saves), and
-``fetchmany`` of rows (a tuple per row).
+``fetchmany`` of rows (a tuple per row). A view has no rowids: it is read row by row,
+bounded (:func:`_streamed`). Every connection is :class:`.sqlite_bounds.Guarded`: each
+statement bounded in time and memory, a signal stopping it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import collections
 import contextlib
 import functools
 import logging
+import operator
 import os
 import re
 import sqlite3
@@ -40,7 +43,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, Sequence, Ty
 import numpy as np
 
 from ..errors import TraceFormatError, one_line
-from . import sqlite_pages
+from . import sqlite_bounds, sqlite_pages
 from .safety import XZ_MAGIC, Limits, current, packer
 
 log = logging.getLogger("polyprof")
@@ -91,7 +94,8 @@ def connect(path: str | Path, shown: Path | None = None) -> sqlite3.Connection:
 
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=sqlite_bounds.Guarded)
+        conn.arm()  # each statement bounded in time and memory, signals let through (sqlite_bounds)
         conn.text_factory = lambda b: b.decode("utf-8", "replace")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:
@@ -125,11 +129,21 @@ def read_file(path: str | Path, read: Callable[[sqlite3.Connection, Path], T]) -
 
 def _read(conn: sqlite3.Connection, path: Path, read: Callable[[sqlite3.Connection, Path], T]) -> T:
     try:
-        return read(conn, path)
+        with sqlite_bounds.heap_limited(conn):
+            return read(conn, path)
     except ERRORS as e:
-        raise failure(path, e) from None
+        raise failure(path, _stopped(conn, e)) from None
     finally:
         conn.close()
+
+
+def _stopped(conn: sqlite3.Connection, e: BaseException) -> BaseException:
+    """``e``, or what stopped the statement (its deadline: ``StatementTimeout``); a signal's
+    handler that raised in SQLite's progress handler is raised again (``Interrupted``)."""
+    got = sqlite_bounds.why(conn, e)
+    if isinstance(got, sqlite_bounds.Interrupted):
+        raise got from None
+    return got
 
 
 def _packer(path: Path) -> str:
@@ -212,6 +226,11 @@ def failure(path: str | Path, e: BaseException) -> TraceFormatError:
     if isinstance(e, UnicodeDecodeError):
         return TraceFormatError(path, "damaged SQLite database (text that is not UTF-8 where SQLite keeps names)")
     text = one_line(e)
+    if isinstance(e, (sqlite_bounds.StatementTimeout, sqlite_bounds.Refused)):
+        return TraceFormatError(path, text)
+    if isinstance(e, sqlite3.DataError) and "too big" in text:
+        return TraceFormatError(path, f"holds or computes a value longer than {sqlite_bounds.MAX_VALUE_BYTES >> 20} "
+                                      f"MiB (SQLite: {text}): no profile's; a view making it?")
     if isinstance(e, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text):
         return TraceFormatError(path, f"damaged or truncated SQLite database ({text})")
     return TraceFormatError(path, f"SQLite error while reading ({type(e).__name__}: {text})")
@@ -265,7 +284,8 @@ def sniff(head: bytes, path: Path, is_ours: Callable[[Schema], bool], compressed
         return False
     try:
         return is_ours(schema(conn))
-    except ERRORS:
+    except ERRORS as e:
+        _stopped(conn, e)
         return False
     finally:
         conn.close()
@@ -419,7 +439,8 @@ def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
     ``not_null``: columns the table declares NOT NULL (read without ``coalesce``).
     ``wide``: columns of long numbers that vary little (Nsight's ``globalTid``: 15
     digits), read as their difference from the table's first value (shorter texts).
-    ``rowid=False`` (views) reads the table in one query, else chunks of rowids.
+    A table is read in chunks of rowids; a view (or ``rowid=False``) row by row
+    (:func:`_streamed`).
     ``compiled``: the page walk where it applies (False: SQL only; tests compare them)."""
     nulls = dict(nulls or {})
     if compiled and rowid and not where:
@@ -437,36 +458,89 @@ def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
             got = conn.execute(f"SELECT {quote(e)} FROM {quote(table)} WHERE {quote(e)} IS NOT NULL LIMIT 1").fetchone()
             if got and isinstance(got[0], int) and not isinstance(got[0], bool):
                 base[n] = int(got[0])
+    view = not rowid or is_view(conn, table)
+    sql = _sql(exprs, nulls, base, set() if view else plain)
+    out = _streamed(conn, table, sql, where) if view else \
+        _chunked(conn, table, sql, where, {n: f"{table}.{e}" for n, e in exprs.items()})
+    for n, k in base.items():
+        out[n] += k
+    return out
+
+
+def _sql(exprs: Mapping[str, str], nulls: Mapping[str, int], base: Mapping[str, int], plain: set[str]
+         ) -> dict[str, str]:
+    """Each column's SQL: NULL as its ``nulls`` value (coalesce), but for ``plain`` ones
+    (declared NOT NULL); a ``base`` one less its base."""
     sql = {}
-    for n in names:
-        e = exprs[n]
+    for n, e in exprs.items():
         null = int(nulls.get(n, -1)) - base.get(n, 0)
         if _IDENT.match(e) and e.upper() != "NULL":
             col = f"({quote(e)} - {base[n]})" if n in base else quote(e)
             sql[n] = col if e in plain else f"coalesce({col}, {null})"
         else:
             sql[n] = f"coalesce(({e}), {null})"
+    return sql
+
+
+def is_view(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` names a view (no rowids: read row by row, :func:`_streamed`)."""
+    got = conn.execute("SELECT type FROM sqlite_master WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')",
+                       (table,)).fetchone()
+    return bool(got) and got[0] == "view"
+
+
+def _streamed(conn: sqlite3.Connection, table: str, sql: Mapping[str, str], where: str) -> dict[str, np.ndarray]:
+    """A view's columns: a view has no rowids to read it by in chunks, and one
+    ``group_concat`` of all its rows is unbounded; so one statement whose rows are each
+    one text of the row's values, fetched ``CHUNK_ROWS`` at a time and parsed per chunk
+    (a Python string per row, made by sqlite3 in C), at most what the database's size
+    can hold (``sqlite_bounds.max_rows``: a view that never ends, or multiplies rows, is
+    refused), within the statement's deadline."""
+    names = list(sql)
+    what = f"{table} (a view)"
+    cap = sqlite_bounds.max_rows(conn)
+    text = " || ',' || ".join(f"({sql[n]})" for n in names)
+    cur = conn.execute(f"SELECT {text} FROM {quote(table)}" + (f" WHERE ({where})" if where else ""))
+    parts: list[np.ndarray] = []
+    count = 0
+    try:
+        while chunk := cur.fetchmany(CHUNK_ROWS):
+            count += len(chunk)
+            if count > cap:
+                raise sqlite_bounds.too_many_rows(what, cap)
+            flat = _parse(",".join(map(operator.itemgetter(0), chunk)), what)
+            if len(flat) != len(chunk) * len(names):
+                raise sqlite_bounds.Refused(f"{what}: a value that is not one integer")
+            parts.append(flat.reshape(len(chunk), len(names)))
+    except TypeError:  # a NULL row text: a NULL where the view's column is declared NOT NULL
+        raise sqlite_bounds.Refused(f"{what}: a NULL where an integer belongs") from None
+    except sqlite3.OperationalError as e:  # its deadline, or a signal (sqlite_bounds.why)
+        raise sqlite_bounds.why(conn, e) from None
+    finally:
+        cur.close()
+    whole = np.concatenate(parts) if parts else np.zeros((0, len(names)), np.int64)
+    return {n: np.ascontiguousarray(whole[:, i]) for i, n in enumerate(names)}
+
+
+def _chunked(conn: sqlite3.Connection, table: str, sql: Mapping[str, str], where: str, labels: Mapping[str, str]
+             ) -> dict[str, np.ndarray]:
+    """A table's columns: one ``group_concat`` per column per chunk of rowids."""
+    names = list(sql)
     src = quote(table)
     select = ", ".join(f"group_concat({sql[n]})" for n in names)
-    conds: Iterable[str] = [""]
-    if rowid:
-        lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {src}").fetchone()
-        if lo is None:
-            return {n: np.zeros(0, np.int64) for n in names}
-        conds = _rowid_chunks(conn, src, int(lo), int(hi))
+    lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {src}").fetchone()
+    if lo is None:
+        return {n: np.zeros(0, np.int64) for n in names}
     parts: list[list[np.ndarray]] = [[] for _ in names]
-    for c in conds:
+    for c in _rowid_chunks(conn, src, int(lo), int(hi)):
         cond = " AND ".join(x for x in (c, f"({where})" if where else "") if x)
         row = conn.execute(f"SELECT {select} FROM {src}" + (f" WHERE {cond}" if cond else "")).fetchone()
-        cols = [_parse(text, f"{table}.{exprs[n]}") for n, text in zip(names, row)]
+        cols = [_parse(text, labels[n]) for n, text in zip(names, row)]
         if any(len(x) != len(cols[0]) for x in cols):  # a damaged page, or a NULL in a NOT NULL column
             raise sqlite3.DatabaseError(f"{table}: columns of different lengths ({[len(x) for x in cols]})")
         for i, x in enumerate(cols):
             parts[i].append(x)
-    out = {n: (np.concatenate(p) if len(p) != 1 else p[0]) for n, p in zip(names, parts)}
-    for n, k in base.items():
-        out[n] += k
-    return out
+    return {n: (np.concatenate(p) if len(p) != 1 else p[0]) for n, p in zip(names, parts)}
 
 
 def read_texts(conn: sqlite3.Connection, table: str, expr: str, where: str = "", compiled: bool = True
@@ -479,6 +553,8 @@ def read_texts(conn: sqlite3.Connection, table: str, expr: str, where: str = "",
         fast = sqlite_pages.texts(conn, table, expr)
         if fast is not None:
             return fast
+    if is_view(conn, table):
+        raise sqlite_bounds.Refused(f"{table} is a view: its texts have no rowids to tie them to its rows")
     cond = f" WHERE ({expr}) IS NOT NULL" + (f" AND ({where})" if where else "")
     src = quote(table)
     e = f"CAST(({expr}) AS TEXT)"
@@ -492,6 +568,7 @@ def read_texts(conn: sqlite3.Connection, table: str, expr: str, where: str = "",
     return rid[order], rank[order], values
 
 
-def rows(conn: sqlite3.Connection, sql: str) -> list[tuple]:
-    """A small query's rows (metadata tables: a few rows)."""
-    return conn.execute(sql).fetchall()
+def rows(conn: sqlite3.Connection, sql: str, what: str = "a query") -> list[tuple]:
+    """A small query's rows (metadata tables: a few rows), at most what the database's
+    size can hold (more: a view that makes rows, ``sqlite_bounds.bounded_rows``)."""
+    return sqlite_bounds.bounded_rows(conn, sql, what)

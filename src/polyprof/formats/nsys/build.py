@@ -23,7 +23,7 @@ from ...trace.core import Trace
 from .. import sqlite_db
 from .anchor import clock_name, session_anchor
 from .schema import Export
-from .tables import UNIFIED_MEMORY
+from .tables import UNIFIED_MEMORY, names
 from ..parts import Part, flow_pairs, group_rows, read_parts
 
 #: TARGET_INFO_GPU columns -> the deviceProperties names Kineto writes (what analyses read)
@@ -96,9 +96,8 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
     pnames = _key_table(conn, ex, "PROCESSES", "globalPid", "name")
     tnames_raw = _key_table(conn, ex, "ThreadNames", "globalTid", "nameId")
     strings_needed = set(int(v) for v in tnames_raw.values() if isinstance(v, int))
-    snames = {int(i): str(v) for i, v in sqlite_db.rows(
-        conn, f"SELECT id, value FROM StringIds WHERE id IN ({', '.join(map(str, sorted(strings_needed)))})")
-        } if strings_needed else {}
+    snames = names(conn, "StringIds", "id", "value", f" WHERE id IN ({', '.join(map(str, sorted(strings_needed)))})"
+                   ) if strings_needed and ex.has("StringIds", "id", "value") else {}
     tnames = {g: snames.get(int(v), "") for g, v in tnames_raw.items() if isinstance(v, int)}
     gpus = gpu_properties(conn, ex)
 
@@ -123,8 +122,13 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
     if not source_of:  # no part had rows; never silently empty (an export of scheduling data only)
         other = [t for t in ex.unread() if not t.startswith(("TARGET_INFO", "META_DATA", "ANALYSIS"))
                  and _has_rows(conn, t)]
-        notes.append("nothing polyprof reads: no CUDA, NVTX or OS runtime rows (the export holds other "
-                     f"data; its tables: {', '.join(other[:8]) + (', ...' if len(other) > 8 else '') or 'none'})")
+        lacking = [f"{t} lacks {', '.join(miss)}" for t, miss in ex.lacking().items() if _has_rows(conn, t)]
+        if lacking:  # rows polyprof would read, but not the columns it reads them by
+            notes.append(f"nothing polyprof reads: {'; '.join(lacking)} (columns its reader needs), so those rows are "
+                         "not read")
+        else:
+            notes.append("nothing polyprof reads: no CUDA, NVTX or OS runtime rows (the export holds other data; "
+                         f"its tables: {', '.join(other[:8]) + (', ...' if len(other) > 8 else '') or 'none'})")
     anchor = session_anchor(conn, ex)
     for s in b.sources:  # one process: the file's own label (identify); several: the file and the pid
         s.label = f"{path.name} pid {s.pid}" if len(b.sources) > 1 else ""

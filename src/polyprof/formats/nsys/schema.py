@@ -38,6 +38,13 @@ READ = (KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, NVTX, OSRT, GRAPH, GRAPH_NODE, "S
         "PROCESSES", "TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_DEVICE",
         "TARGET_INFO_SYSTEM_ENV", "EXPORT_META_DATA", "META_DATA_EXPORT")
 
+#: the columns each event table's reader needs (without one of them the table is not read)
+_DEVICE = ("start", "end", "deviceId", "streamId", "correlationId")
+_NAMED = ("start", "end", "globalTid", "nameId")
+NEEDS = {KERNEL: _DEVICE, MEMCPY: _DEVICE, MEMSET: _DEVICE, SYNC: _DEVICE,
+         RUNTIME: ("start", "end", "globalTid", "correlationId", "nameId"), NVTX: ("start", "eventType", "globalTid"),
+         OSRT: _NAMED, GRAPH: _NAMED, GRAPH_NODE: _NAMED}
+
 # --- enum values, for exports without their ENUM_ tables --------------------------
 #: ENUM_CUDA_MEMCPY_OPER
 COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
@@ -71,6 +78,11 @@ class Export:
 
     def cols(self, table: str) -> tuple[str, ...]:
         return self.tables.columns.get(table, ())
+
+    def lacking(self) -> dict[str, list[str]]:
+        """Event tables present without a column their reader needs: table -> those columns."""
+        got = {t: [c for c in cols if not self.has(t, c)] for t, cols in NEEDS.items() if t in self.tables.columns}
+        return {t: miss for t, miss in got.items() if miss}
 
     def unread(self) -> list[str]:
         """Tables this reader does not read (enum tables aside)."""

@@ -16,7 +16,8 @@ import numpy as np
 
 from ...lowlevel.demangle import demangle_all
 from ...trace import keys
-from .. import sqlite_db
+from .. import sqlite_bounds, sqlite_db
+from ..sqlite_db import quote
 from . import schema as S
 from .schema import Export
 from ...trace.sorting import member, unique_inverse
@@ -39,14 +40,27 @@ def _host_ids(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return gpid, gtid & 0xFFFFFF
 
 
+def names(conn: sqlite3.Connection, table: str, key: str, value: str, where: str = "") -> dict[int, str]:
+    """``table``'s ``key -> value`` texts, each cut to ``MAX_NAME_CHARS`` (a longer one is
+    damage or hostile: a 900 MB "name" stalled the text report); a key that is not an
+    integer is a damaged table, named (NULL keys and values are skipped)."""
+    cut = sqlite_bounds.MAX_NAME_CHARS
+    got = sqlite_db.rows(conn, f"SELECT {quote(key)}, substr({quote(value)}, 1, {cut}) FROM {quote(table)}{where}",
+                         table)
+    bad = next((i for i, v in got if i is not None and v is not None and (not isinstance(i, int) or
+                                                                         isinstance(i, bool))), None)
+    if bad is not None:
+        raise sqlite_bounds.Refused(f"{table}.{key} holds {type(bad).__name__} ({str(bad)[:40]!r}), not integer ids")
+    return {i: str(v) for i, v in got if i is not None and v is not None}
+
+
 class Strings:
     """``StringIds``: id -> text, and ids -> (codes, distinct texts) for a column."""
 
     def __init__(self, conn: sqlite3.Connection, ex: Export):
         self.text: dict[int, str] = {}
         if ex.has("StringIds", "id", "value"):
-            self.text = {int(i): str(v) for i, v in sqlite_db.rows(conn, "SELECT id, value FROM StringIds")
-                         if i is not None and v is not None}
+            self.text = names(conn, "StringIds", "id", "value")
 
     def codes(self, ids: np.ndarray, clean: Callable[[list[str]], list[str]] | None = None
               ) -> tuple[np.ndarray, list[str]]:

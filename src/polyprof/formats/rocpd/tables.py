@@ -14,10 +14,13 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.sorting import unique_inverse
-from .. import rocm_trace, sqlite_db
+from .. import rocm_trace, sqlite_bounds, sqlite_db
 from ..parts import Part, set_stat, triples
 from ..sqlite_db import quote
 from .layout import Run
+
+#: names longer than this are cut (sqlite_bounds.MAX_NAME_CHARS)
+_CUT = sqlite_bounds.MAX_NAME_CHARS
 
 
 def _rows(conn: sqlite3.Connection, run: Run, base: str, cols: list[str]) -> list[tuple]:
@@ -75,11 +78,11 @@ class Info:
         self.strings: dict[int, str] = {}
         if run.has("rocpd_string", "id", "string"):
             self.strings = {int(i): str(s) for i, s in sqlite_db.rows(
-                conn, f"SELECT id, string FROM {quote(run.t('rocpd_string'))}") if isinstance(i, int)}
+                conn, f"SELECT id, substr(string, 1, {_CUT}) FROM {quote(run.t('rocpd_string'))}") if isinstance(i, int)}
         self.categories = dict(self.strings)
         if run.has("rocpd_info_category", "id", "name"):  # 4.x
             self.categories = {int(i): str(s) for i, s in sqlite_db.rows(
-                conn, f"SELECT id, name FROM {quote(run.t('rocpd_info_category'))}") if isinstance(i, int)}
+                conn, f"SELECT id, substr(name, 1, {_CUT}) FROM {quote(run.t('rocpd_info_category'))}") if isinstance(i, int)}
         self.symbols = {i: d for i, d in _rows(conn, run, "rocpd_info_kernel_symbol",
                                                ["display_name", "kernel_name", "arch_vgpr_count", "sgpr_count"])}
 
