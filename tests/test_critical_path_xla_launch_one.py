@@ -118,15 +118,19 @@ def test_each_dispatch_is_given_the_run_its_pool_task_started(recorded: Path) ->
         assert g.time[g.src[e[0]]] <= g.time[g.dst[e[0]]] <= ctx.start[ops].min(), k
         first = ops[np.argmin(ctx.start[ops])]
         assert track[src] != track[first] and track[dst] == track[first], k
-        # the run's end into the Python thread's return from ``block_until_ready``
-        # (the run's calls: its ops and the pool thread's wait for them, which may end last)
+        # the run's end into the Python thread's return from ``block_until_ready``: from
+        # the run's call that ended last by the return (its ops and the pool thread's wait
+        # for them; on a loaded machine that wait may end after the thread returned)
         calls = host[(ctx.xla_op[host] | ctx.xla_wait[ctx.names[host]]) & (run[host] == run[ops][0])]
-        end = int(ctx.end[calls].max())
-        last = np.flatnonzero(g.rows == calls[np.argmax(ctx.end[calls])])[0]
-        back = np.flatnonzero((g.etype == depgraph.SYNC) & (g.src == 2 * last + 1))
+        ends = 2 * np.flatnonzero(np.isin(g.rows, calls)) + 1
+        into = g.rows[g.dst >> 1]
+        back = np.flatnonzero((g.etype == depgraph.SYNC) & np.isin(g.src, ends) & (track[into] == track[d])
+                              & (ctx.names[into] == trace.string_id(AWAIT)))
         assert len(back) == 1, k
         ret = g.rows[g.dst[back[0]] >> 1]
         assert trace.strings[int(ctx.names[ret])] == AWAIT and track[ret] == track[d], k
+        end = int(ctx.end[g.rows[g.src[back[0]] >> 1]])
+        assert end == int(ctx.end[calls][ctx.end[calls] <= ctx.start[ret]].max()), k
         assert g.time[g.dst[back[0]]] == ctx.start[ret] >= end, k
         assert g.weight[back[0]] == ctx.start[ret] - end and g.owner[back[0]] == -1, k
 

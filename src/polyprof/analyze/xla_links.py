@@ -464,7 +464,10 @@ POOL_RECORD, POOL_START, POOL_STOP = ("ThreadpoolListener::Record", "ThreadpoolL
 
 def contexts(trace: Trace, rows: np.ndarray, id_key: str, type_key: str) -> tuple[np.ndarray, np.ndarray]:
     """(those of ``rows`` carrying a TraceMe context, its (id, type) per row): ``_p``/``_pt``
-    a producer's, ``_c``/``_ct`` a consumer's (here and in ``wait_links``)."""
+    a producer's, ``_c``/``_ct`` a consumer's (here and in ``wait_links``). No rows: no
+    column is built (a trace's summary reads only the stats it needs)."""
+    if not len(rows):
+        return rows[:0], np.zeros((0, 2), np.int64)
     found = trace.stats.lookup_rows((id_key, type_key), rows)
     if len(found) < 2 or any(v.dtype.kind not in "iu" for _, v in found.values()):
         return rows[:0], np.zeros((0, 2), np.int64)

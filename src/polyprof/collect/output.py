@@ -136,8 +136,8 @@ def foreign(path: Path) -> bool:
     import zipfile  # (a session with an output: its start only)
 
     try:
-        if not path.is_file() or path.stat().st_size == 0:
-            return False
+        if path.is_symlink() or not path.is_file() or path.stat().st_size == 0:
+            return False  # (a link planted at the output: the save refuses it, saying how to follow it)
         with open(path, "rb") as f:
             if f.read(len(TRACE_HEAD)) != TRACE_HEAD:
                 return True
