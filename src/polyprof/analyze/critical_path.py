@@ -13,10 +13,10 @@ out a gap of 1.5 ms or more). ``polyprof critical-path`` of one trace takes the 
 from __future__ import annotations
 
 import logging
-import os
 
 import numpy as np
 
+from .. import envvars
 from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
@@ -119,9 +119,7 @@ MAX_EVENTS = 300_000
 def _limit(max_events: int | None | str) -> int | None:
     if max_events != "default":
         return None if max_events is None else int(max_events)
-    raw = os.environ.get("POLYPROF_CRITICAL_PATH_MAX_EVENTS", "").strip()
-    value = int(raw) if raw.isdigit() else MAX_EVENTS
-    return value or None
+    return envvars.whole("POLYPROF_CRITICAL_PATH_MAX_EVENTS", MAX_EVENTS, "events", zero=True) or None
 
 
 def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None | str = "default") -> Table:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     import duckdb
 
+from .. import envvars
 from ..errors import PolyprofError, TraceFormatError, one_line
 from ..trace import metadata_keys as mkeys
 
@@ -48,8 +48,8 @@ class Limits(NamedTuple):  # not a frozen dataclass: made at every start (docs/b
     max_events: int = 2**31 - 1
 
 
-_ENV = {"max_inflated_bytes": "POLYPROF_MAX_INFLATED_BYTES", "max_inflate_ratio": "POLYPROF_MAX_INFLATE_RATIO",
-        "max_events": "POLYPROF_MAX_EVENTS"}
+_ENV = {"max_inflated_bytes": ("POLYPROF_MAX_INFLATED_BYTES", "bytes"),
+        "max_inflate_ratio": ("POLYPROF_MAX_INFLATE_RATIO", "a ratio"), "max_events": ("POLYPROF_MAX_EVENTS", "events")}
 _override: Limits | None = None
 
 
@@ -58,13 +58,9 @@ def current() -> Limits:
     if _override is not None:
         return _override
     lim = Limits()
-    for name, var in _ENV.items():
-        raw = os.environ.get(var)
-        if raw:
-            try:
-                lim = lim._replace(**{name: type(getattr(lim, name))(float(raw))})
-            except ValueError:
-                raise PolyprofError(f"{var}={raw!r} is not a number") from None
+    for name, (var, unit) in _ENV.items():
+        default = getattr(lim, name)
+        lim = lim._replace(**{name: type(default)(envvars.number(var, default, unit))})
     return lim
 
 

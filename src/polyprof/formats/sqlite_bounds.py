@@ -31,13 +31,12 @@ one:
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import threading
 import time
 from typing import Any, Iterator
 
-from ..errors import PolyprofError
+from .. import envvars
 
 #: seconds one statement may run by default (``POLYPROF_SQLITE_SECONDS``); the statements
 #: of a real export's read are chunks of 65,536 rows (milliseconds each) and a string
@@ -56,16 +55,8 @@ MAX_NAME_CHARS = 1 << 16
 
 
 def seconds() -> float:
-    raw = os.environ.get(SECONDS_ENV)
-    if not raw:
-        return QUERY_SECONDS
-    try:
-        got = float(raw)
-    except ValueError:
-        raise PolyprofError(f"{SECONDS_ENV}={raw!r} is not a number of seconds") from None
-    if not got > 0:
-        raise PolyprofError(f"{SECONDS_ENV}={raw!r}: give a number of seconds above 0")
-    return got
+    """The deadline of one statement: ``POLYPROF_SQLITE_SECONDS`` if set, else :data:`QUERY_SECONDS`."""
+    return envvars.number(SECONDS_ENV, QUERY_SECONDS, "seconds")
 
 
 class StatementTimeout(sqlite3.OperationalError):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
+from .. import envvars
 from ..errors import PolyprofError
 
 #: what the interpreter, NumPy, pyarrow and the analyses' code take before any trace
@@ -54,16 +55,7 @@ MEMORY_BOUND = 512 << 20
 
 def memory_bound() -> int:
     """The bound in bytes: ``POLYPROF_MEMORY_BOUND`` (MiB) if set, else :data:`MEMORY_BOUND`."""
-    text = os.environ.get("POLYPROF_MEMORY_BOUND", "").strip()
-    if not text:
-        return MEMORY_BOUND
-    try:
-        mib = float(text)
-    except ValueError:
-        raise PolyprofError(f"POLYPROF_MEMORY_BOUND={text!r}: expected MiB, a number") from None
-    if mib <= 0:
-        raise PolyprofError(f"POLYPROF_MEMORY_BOUND={text!r}: must be more than 0")
-    return int(mib * (1 << 20))
+    return int(envvars.number("POLYPROF_MEMORY_BOUND", MEMORY_BOUND >> 20, "MiB") * (1 << 20))
 
 
 def store_rank_bytes(events: int) -> int:
@@ -92,15 +84,8 @@ def available_bytes() -> int:
     set; else its memory cgroup's limit less its usage, the cgroup's inactive page cache
     counted as free (the kernel reclaims it before it kills: cgroup v2, else v1), capped
     by the system's MemAvailable (which counts reclaimable cache as available too)."""
-    text = os.environ.get("POLYPROF_MEMORY_AVAILABLE", "").strip()
-    if text:
-        try:
-            mib = float(text)
-        except ValueError:
-            raise PolyprofError(f"POLYPROF_MEMORY_AVAILABLE={text!r}: expected MiB, a number") from None
-        if not 0 <= mib < 1 << 40:  # inf, 1e400, nan, below 0: no size (int(inf) raised OverflowError)
-            raise PolyprofError(f"POLYPROF_MEMORY_AVAILABLE={text!r}: expected MiB, a number from 0 to 2**40")
-        return int(mib * (1 << 20))
+    if os.environ.get("POLYPROF_MEMORY_AVAILABLE", "").strip():
+        return int(envvars.number("POLYPROF_MEMORY_AVAILABLE", 0, "MiB", zero=True, most=1 << 40) * (1 << 20))
     avail = _meminfo_available()
     for limit, usage, stat in _cgroup_files():
         try:
