@@ -60,7 +60,7 @@ from ..trace.vocabulary import XLA_COLLECTIVE_OP
 from .collective_roots import json_arg, roots
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
-from .gathered_sizes import gathered_bytes
+from .gathered_sizes import gathered_bytes, input_bytes
 from .inputs import cpu_comm_rows, xla_host_rows
 from .process_groups import gloo_groups, group_ranks, known_group_sizes
 from .table import Table
@@ -231,15 +231,7 @@ def xla_async_spans(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
 def shape_bytes(dims: object, types: object) -> int:
     """Bytes of the tensors an op's ``Input Dims`` and ``Input type`` describe (JSON text
     or lists); inputs of other types (scalars, tensor lists) count nothing."""
-    d, t = json_arg(dims), json_arg(types)
-    if not isinstance(d, list) or not isinstance(t, list):
-        return 0
-    total = 0
-    for shape, dtype in zip(d, t):
-        size = DTYPE_BYTES.get(str(dtype).lower(), 0)
-        if size and isinstance(shape, list) and all(isinstance(x, int) for x in shape):
-            total += size * int(np.prod(shape, dtype=np.int64))
-    return total
+    return sum(input_bytes(dims, types, DTYPE_BYTES, lists=False))
 
 
 def _c10d_peers(trace: Trace, rows: np.ndarray, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -63,20 +63,28 @@ def _posted(trace: Trace, start: np.ndarray, dtype_bytes: dict[str, int]) -> np.
     return out
 
 
-def _largest(dims: object, types: object, dtype_bytes: dict[str, int]) -> int:
-    """The bytes of the largest tensor (or list of tensors, summed) an op's ``Input
-    Dims`` and ``Input type`` list; 0 where they say none."""
+def input_bytes(dims: object, types: object, dtype_bytes: dict[str, int], lists: bool = True) -> list[int]:
+    """Bytes of each input an op's ``Input Dims`` and ``Input type`` (JSON text or lists)
+    describe: a tensor's; a list of tensors' summed (0 without ``lists``; with no dtype of
+    its own, the op's first known dtype stands for it); any other input's 0."""
     d, t = json_arg(dims), json_arg(types)
     if not isinstance(d, list) or not isinstance(t, list):
-        return 0
-    best = 0
+        return []
+    out = []
     for shape, dtype in zip(d, t):
         size = dtype_bytes.get(str(dtype).lower(), 0)
         listed = isinstance(shape, list) and bool(shape) and all(isinstance(x, list) for x in shape)
         shapes = shape if listed else [shape]
-        if not size and listed:  # a list of tensors names no dtype: the op's first tensor's stands for it
+        if listed and not lists:
+            size = 0
+        elif not size and listed:
             size = next((dtype_bytes[str(x).lower()] for x in t if str(x).lower() in dtype_bytes), 0)
-        total = sum(int(np.prod(s, dtype=np.int64)) for s in shapes
-                    if isinstance(s, list) and all(isinstance(x, int) for x in s))
-        best = max(best, size * total)
-    return best
+        out.append(size * sum(int(np.prod(s, dtype=np.int64)) for s in shapes
+                              if isinstance(s, list) and all(isinstance(x, int) for x in s)))
+    return out
+
+
+def _largest(dims: object, types: object, dtype_bytes: dict[str, int]) -> int:
+    """The bytes of the largest tensor (or list of tensors, summed) an op's ``Input
+    Dims`` and ``Input type`` list; 0 where they say none."""
+    return max(input_bytes(dims, types, dtype_bytes), default=0)
