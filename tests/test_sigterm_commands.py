@@ -68,3 +68,29 @@ def test_sigterm_in_a_duckdb_query_is_no_internal_error(tmp_path: Path) -> None:
     # perhaps before the query began: the bound catches a hang, not a slow machine)
     assert rc == -signal.SIGTERM and took < 30, (rc, took, err)
     assert "internal error" not in err
+
+
+@pytest.mark.parametrize("command", ["sql", "summary"])
+def test_ctrl_c_ends_a_command_in_one_line(tmp_path: Path, command: str) -> None:
+    """Ctrl-C (SIGINT) in a reading command: "polyprof: interrupted" and the shell's exit
+    code 130 (before: KeyboardInterrupt's traceback, from wherever the command was, or
+    DuckDB's "Query interrupted" as an error)."""
+    if command == "sql":
+        args = ["sql", str(RANKS[0]), "SELECT count(*) FROM range(3000000000) t(i) WHERE i % 7 = 3"]
+        p = subprocess.Popen([sys.executable, "-m", "polyprof", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        started = None
+    else:
+        script = tmp_path / "slow.py"
+        script.write_text(SLOW_RANKS)
+        started = tmp_path / "started"
+        p = subprocess.Popen([sys.executable, str(script), str(started), "1", *map(str, RANKS)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while started is not None and not started.exists() and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
+    time.sleep(4.0 if started is None else 0.3)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, (p.returncode, err)
+    assert err.strip().splitlines()[-1] == "polyprof: interrupted" and "Traceback" not in err, err

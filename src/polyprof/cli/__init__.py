@@ -262,14 +262,24 @@ def unwinding_on_signals(command: str | None) -> Iterator[None]:
         raise SystemExit(128 + signum)  # (only if the signal did not end it)
 
 
+#: the exit code of a command Ctrl-C ended (a shell's for SIGINT, 128 + 2)
+INTERRUPTED = 130
+
+
 def entry() -> None:
     """The ``polyprof`` command (console script and ``python -m polyprof``): :func:`main`
     (a SIGTERM unwinds it first: :func:`unwinding_on_signals`); then, after
     :data:`QUICK_EXIT` commands, :func:`polyprof.lowlevel.exit.quick_exit`.
     ``main()`` called in a program returns as usual."""
     argv = sys.argv[1:]
-    with unwinding_on_signals(command_of(argv)):
-        rc = main(argv, process_ends=True)
+    try:
+        with unwinding_on_signals(command_of(argv)):
+            rc = main(argv, process_ends=True)
+    except KeyboardInterrupt:  # Ctrl-C: one line, as every error; outputs unwound (outfile.py)
+        if command_of(argv) == "run":  # the program's own, re-raised by cli/run.py: python's way
+            raise
+        print("polyprof: interrupted", file=sys.stderr)
+        rc = INTERRUPTED
     if command_of(argv) in QUICK_EXIT:
         from .common import error_line
 

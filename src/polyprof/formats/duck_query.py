@@ -25,7 +25,13 @@ def run(con: Any, sql: str, timeout_s: float | None, tables: str,
     import duckdb
     import pyarrow as pa
 
-    timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
+    fired: list[bool] = []
+
+    def stop() -> None:
+        fired.append(True)
+        con.interrupt()
+
+    timer = threading.Timer(timeout_s, stop) if timeout_s else None
     if timer is not None:
         timer.daemon = True
         timer.start()
@@ -51,6 +57,16 @@ def run(con: Any, sql: str, timeout_s: float | None, tables: str,
             return TraceFormatError(damaged, f"damaged store file ({said})")
         return PolyprofError(f"SQL error: {said}")
 
+    def stopped(e: RuntimeError) -> BaseException:
+        """DuckDB's "Query interrupted": by the timer (``--timeout``), else by Ctrl-C
+        (DuckDB stops the statement at a SIGINT): a KeyboardInterrupt, as elsewhere."""
+        if "interrupted" not in str(e).lower():
+            return e
+        if fired:
+            return fail(duckdb.InterruptException(str(e)))
+        done()
+        return KeyboardInterrupt()
+
     try:
         rel = con.sql(sql)
         if rel is None:  # a statement without a result
@@ -61,6 +77,8 @@ def run(con: Any, sql: str, timeout_s: float | None, tables: str,
         reader = to_reader(1 << 16)
     except duckdb.Error as e:
         raise fail(e) from None
+    except RuntimeError as e:
+        raise stopped(e) from None
 
     def batches() -> Iterator[Any]:
         try:
@@ -71,6 +89,8 @@ def run(con: Any, sql: str, timeout_s: float | None, tables: str,
                     return
         except duckdb.Error as e:
             raise fail(e) from None
+        except RuntimeError as e:
+            raise stopped(e) from None
         except (pa.ArrowException, OSError) as e:  # DuckDB's error as it comes through the Arrow stream
             text = str(e)
             kind = (duckdb.InterruptException if text.startswith("INTERRUPT") else
