@@ -204,7 +204,8 @@ def _machine_line(st: dict[str, Any], changes: list[dict[str, Any]], names: dict
         if not still:
             return f"The step time and every changed row moved together ({way}): {machine}{tail}"
         moved = "; ".join(f"{label(c['table'], c.get('kind', ''))} {names.get(c['name'], c['name'])} "
-                          f"{_pct(r)}" for r, c in sorted(rel, key=lambda x: -x[0] * abs(x[1]["step_mean_ns_a"]))[:3])
+                          f"{_pct(_rel(c['step_mean_ns_a'], c['step_mean_ns_b']))}"  # signed, as the rows say
+                          for r, c in sorted(rel, key=lambda x: -x[0] * abs(x[1]["step_mean_ns_a"]))[:3])
         short = short_names([n for _, n, _, _ in still])
         kept = ", ".join(f"{what} {short[n]} {_pct(r)} at {100 * share:.0f}% of A's step"
                          for what, n, r, share in still[:3])
