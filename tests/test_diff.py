@@ -852,6 +852,13 @@ def test_terminal_at_80_columns_keeps_p_and_change(injected):
     assert pieces and any(in_order(form) for form in ladder(injected["k1"])), name
     notes = [l for l in lines if l.startswith("Left out to fit 80 columns")]
     assert len(notes) == 1 and "--wide" in notes[0] and "total A" in notes[0]
+    # a column said left out without "in TABLE" is in no table (the Sections table kept
+    # "total A" where the footer named it as left out of every table, before)
+    footer = " ".join(lines[lines.index(notes[0]):]).split(": ", 1)[1].split(" (--wide")[0]
+    shown = {c.strip() for h in heads for c in h.strip("┃").split("┃")}
+    for part in footer.split("; "):
+        if " in " not in part:
+            assert not set(part.split(", ")) & shown, (part, shown)
     wide = subprocess.run([sys.executable, "-m", "polyprof", "diff", str(injected["a"]), str(injected["b"]), "-n", "5",
                            "--wide"], capture_output=True, text=True, timeout=180, env={**os.environ, "COLUMNS": "80"})
     assert "total A" in wide.stdout and "Left out" not in wide.stdout

@@ -327,7 +327,8 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
     if ranks > 1:
         at = next(i for i, c in enumerate(cols) if c[0] == "p_adjusted")
         cols[at:at] = [(c[0], c[1].replace("/step", f"/{unit}"), c[2]) for c in RANK_COLUMNS]
-    dropped: list[str] = []
+    dropped: dict[str, list[str]] = {}  # column -> the tables that left it out
+    shown: list[str] = []
     for name, title in (("kernels", "Device activity"), ("ops", "Framework ops (host)"),
                         ("sections", "Sections (host)")):
         df = d.tables[name]
@@ -335,7 +336,9 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
             continue
         grid, gone = fit_columns(df, cols, top, width)
         grid.title = f"{title}, changes first" + (f"  (top {top} of {len(df)})" if len(df) > top else "")
-        dropped += [h for h in gone if h not in dropped]
+        shown.append(title)
+        for h in gone:
+            dropped.setdefault(h, []).append(title)
         if wide:
             Console(file=console.file, width=max(console.width, sum(w + 3 for _, w, _ in grid.columns) + 1),
                     force_terminal=console.is_terminal, no_color=console.no_color).print(grid)
@@ -347,5 +350,13 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
     if ranks > 1:
         out(f"[dim]A/{unit}, B/{unit}: per {unit} and rank, the mean over the {ranks} ranks (totals: their sum); "
             f"rank: the rank whose own test gave p, where one did, and rank Δ/{unit} its change per {unit}[/]")
+    runs = max(ov["a"]["runs"], ov["b"]["runs"])
+    if runs > 1:
+        out("[dim]n, total: per run (the mean over a side's runs)[/]")
     if dropped:
-        out(f"[dim]Left out to fit {console.width} columns: {', '.join(dropped)} (--wide shows them)[/]")
+        groups: dict[tuple[str, ...], list[str]] = {}  # the columns of the tables that left them out
+        for h, where in dropped.items():
+            groups.setdefault(() if len(where) == len(shown) else tuple(where), []).append(h)
+        said = [", ".join(hs) + (f" in {' and '.join(w.split(' (')[0] for w in where)}" if where else "")
+                for where, hs in groups.items()]
+        out(f"[dim]Left out to fit {console.width} columns: {escape('; '.join(said))} (--wide shows them)[/]")
