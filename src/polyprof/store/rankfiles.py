@@ -43,6 +43,7 @@ from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable
 from ..trace.arrow_arrays import array, from_column, table
 from ..trace.arrow_columns import numeric, validity
+from ..trace import tables
 from ..trace.tables import _dict_column
 from ..trace.arrow_numpy import valid as valid_of
 from ..trace.arrow_numpy import values as values_of
@@ -125,17 +126,9 @@ def time_order(trace: Trace) -> np.ndarray:
 
 
 def stat_columns(keys: Iterable[str]) -> dict[str, str]:
-    """The events.parquet column of each stat key: the key, or ``stat.<key>`` (again, until
-    unique) where a base column or an earlier key's column has that name."""
-    out: dict[str, str] = {}
-    taken = set(BASE_COLUMNS)
-    for key in keys:
-        name = key
-        while name in taken:
-            name = f"stat.{name}"
-        out[key] = name
-        taken.add(name)
-    return out
+    """The events.parquet column of each stat key (``trace/tables.stat_columns``: the key,
+    or ``stat.<key>`` where a base column or another key's has that name, case aside)."""
+    return tables.stat_columns(keys, BASE_COLUMNS)
 
 
 class _PlacedStat:

@@ -76,9 +76,27 @@ def events_to_arrow(trace: "Trace", stats: Iterable[str] | None = None) -> pa.Ta
         "end_ns": pa.array(ev["start_ns"] + ev["dur_ns"]),
     }
     keys = list(trace.stats) if stats is None else [k for k in stats if k in trace.stats]
-    for key in keys:
-        cols[key if key not in cols else f"stat.{key}"] = stat_array(trace, key)
+    for key, name in stat_columns(keys, cols).items():
+        cols[name] = stat_array(trace, key)
     return pa.table(cols)
+
+
+def stat_columns(keys: Iterable[str], base: Iterable[str]) -> dict[str, str]:
+    """The column of each stat key (in ``keys``' order): the key, or ``stat.<key>`` (again,
+    until unique) where a ``base`` column or another key's column has that name, case
+    aside: SQL folds case, and DuckDB read torch's ``Bytes`` (a memory event's) beside
+    ``bytes`` (a copy's) as ``Bytes`` and ``bytes_1``. Of keys alike but for case, the
+    one in lower case keeps its name (the one a query types)."""
+    keys = list(keys)
+    taken = {b.lower() for b in base}
+    out: dict[str, str] = {}
+    for key in sorted(keys, key=lambda k: k != k.lower()):  # (stable: first come, first named)
+        name = key
+        while name.lower() in taken:
+            name = f"stat.{name}"
+        out[key] = name
+        taken.add(name.lower())
+    return {k: out[k] for k in keys}
 
 
 def all_tables(trace: "Trace") -> dict[str, pa.Table]:
