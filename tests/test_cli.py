@@ -366,6 +366,22 @@ def test_sql_of_more_columns_than_a_table_shows_prints_records():
     assert narrow.returncode == 0 and "┃ category" in narrow.stdout and "kernel" in narrow.stdout
 
 
+def test_sql_result_columns_of_one_name_keep_their_values():
+    """Result columns may share a name (the store example's ``s.name, d.name``): the
+    table printed each row's values by name, so ``SELECT 1 AS a, 2 AS a, 3 AS b`` showed
+    2, 3 and an empty b (an auditor); and an empty result's "0 row(s)" wrapped in three
+    lines at its narrow table's width."""
+    r = cli("sql", str(NCCL), "SELECT 1 AS a, 2 AS a, 3 AS b")
+    assert r.returncode == 0, r.stderr
+    assert [ln for ln in r.stdout.splitlines() if ln.startswith("│")] == ["│ 1 │ 2 │ 3 │"], r.stdout
+    wide = cli("sql", str(NCCL), "SELECT 1 AS a, 2 AS a, " + ", ".join(f"3 AS {c * 12}" for c in "bcdefgh"),
+               env={**__import__("os").environ, "COLUMNS": "80"})  # (records: more columns than fit)
+    fields = [[f.strip() for f in ln.split(" | ")] for ln in wide.stdout.splitlines() if " | " in ln]
+    assert fields[:3] == [["a", "1"], ["a", "2"], ["b" * 12, "3"]], wide.stdout
+    empty = cli("sql", str(NCCL), "SELECT 1 AS a WHERE false")
+    assert empty.stdout.splitlines()[0] == "0 row(s)", empty.stdout
+
+
 def test_sql_results_with_lists_and_structs_print_as_json():
     """A list or struct column (``list(name)``, ``array_agg``) raised "internal error
     (ArrowInvalid: Unsupported Type:list<l: int32>)" under --csv, and a table showed

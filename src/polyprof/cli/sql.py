@@ -203,13 +203,14 @@ def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int
             kept.append(b.slice(0, args.max_rows - n))
         n += b.num_rows
     console = Console()
-    rows = [["" if v is None else str(v) for v in row.values()]
-            for row in pa.Table.from_batches(kept, schema).to_pylist()]
+    got = pa.Table.from_batches(kept, schema)  # by position: result columns may share a name (s.name, d.name)
+    rows = [["" if v is None else str(v) for v in row] for row in zip(*(c.to_pylist() for c in got.columns))]
     if _table_width(schema.names) > console.width:
         print("\n".join(_records(f"{n} row(s)", schema.names, rows, console.width)))
     else:
         # cells and headers as Text: names such as "[memory]" are data, not rich markup
-        t = Table(title=f"{n} row(s)", title_justify="left")
+        console.print(Text(f"{n} row(s)"))  # (a table's title wraps at a narrow table's width)
+        t = Table()
         for c in schema.names:
             t.add_column(Text(c), overflow="fold")
         for cells in rows:
