@@ -491,3 +491,18 @@ def test_the_steps_table_says_which_window_each_column_is():
     text = " ".join(r.stdout.split())
     assert "busy, compute, idle = device time within the step's host span; launches = the step's launch calls" \
         in text
+
+
+def test_the_help_examples_parse():
+    """Every ``polyprof ...`` example of ``polyprof --help`` is a command line the parser
+    takes: ``polyprof export FILE -f chrome`` was refused ("the following arguments are
+    required: -o/--output", an auditor)."""
+    import re
+    import shlex
+
+    from polyprof.cli import DESCRIPTION, build_parser
+
+    examples = [shlex.split(m)[1:] for m in re.findall(r"^  (polyprof [^\n]*?)(?:   |$)", DESCRIPTION, re.M)]
+    assert len(examples) >= 8, examples
+    for argv in examples:
+        assert build_parser(only=argv[0]).parse_args(argv).command == argv[0], argv

@@ -33,7 +33,7 @@ polyprof: a vendor-neutral profiler for ML and dataflow programs.
   polyprof run train.py            profile a script, write train.polyprof,
                                    print a summary
   polyprof summary train.polyprof  where the time went (any format it reads)
-  polyprof export FILE -f chrome   open it in Perfetto / chrome://tracing
+  polyprof export FILE -o t.json   open it in Perfetto / chrome://tracing
   polyprof report FILE -o r.html   one self-contained HTML report
   polyprof sql FILE "SELECT ..."   query the events with DuckDB
   polyprof diff A B                what got slower or faster between two runs
