@@ -127,7 +127,7 @@ class _Reader:
     def _slices(self, what: str) -> Iterator[int]:
         """Each slice of the file added to the collector (as ``kineto.load`` adds it); its events."""
         bar = _Progress(self.progress, self.path, self.path.stat().st_size)
-        bar.stage(f"{what} {self.path.name}", self.path.stat().st_size)
+        bar.stage(f"{what} {self.path.name}", self.path.stat().st_size, of_bytes=True)
         col = self.col
         scan = col.tok.scan if col.tok is not None else None
         try:
