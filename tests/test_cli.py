@@ -506,3 +506,16 @@ def test_the_help_examples_parse():
     assert len(examples) >= 8, examples
     for argv in examples:
         assert build_parser(only=argv[0]).parse_args(argv).command == argv[0], argv
+
+
+def test_verbose_after_the_command():
+    """``polyprof summary -v FILE`` was refused ("unrecognized arguments: -v", an auditor):
+    -v goes before or after the command; ``run``'s arguments after the script stay the
+    script's."""
+    from polyprof.cli import build_parser
+
+    assert build_parser(only="summary").parse_args(["summary", "-v", "f"]).verbose == 1
+    assert build_parser(only="summary").parse_args(["-v", "summary", "f"]).verbose == 1
+    assert build_parser(only="summary").parse_args(["summary", "f"]).verbose == 0
+    run = build_parser(only="run").parse_args(["run", "s.py", "-v"])
+    assert run.verbose == 0 and "-v" in " ".join(map(str, vars(run).values())), vars(run)

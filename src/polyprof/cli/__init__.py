@@ -83,6 +83,9 @@ class _Parser(argparse.ArgumentParser):
         given = kw.get("formatter_class")
         kw["formatter_class"] = _RawWrap if given is argparse.RawDescriptionHelpFormatter else (given or _Wrap)
         super().__init__(*args, **kw)
+        # -v after the command too (``polyprof summary -v FILE``), counted with one before it
+        self.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                          help="more log output (-vv: debug)")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
