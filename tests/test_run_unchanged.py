@@ -179,3 +179,15 @@ def test_run_takes_peak_for_its_summary_without_telling_the_program(tmp_path):
                         cwd=tmp_path, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "ran").read_text() == "none"
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_the_script_sees_the_builtins_module(tmp_path, monkeypatch, pure):
+    """python's ``__main__`` holds the builtins module as ``__builtins__``; under polyprof
+    run it was its dict (runpy's exec put it there), so ``__builtins__.name = ...`` raised
+    AttributeError (an auditor). With and without the compiled module."""
+    monkeypatch.setenv("POLYPROF_PURE_PYTHON", pure)
+    code = "print(type(__builtins__).__name__)\n__builtins__.mine = 7\nprint(mine)\n"
+    plain, ours = _both(tmp_path, code, "--no-summary", "-o", "b.polyprof")
+    assert plain.stdout == "module\n7\n" and ours.returncode == 0, ours.stderr
+    assert ours.stdout == plain.stdout

@@ -6,6 +6,7 @@ the script's ``__main__`` module kept for its threads and ``atexit`` callbacks.
 
 from __future__ import annotations
 
+import builtins
 import runpy
 import sys
 from contextlib import contextmanager
@@ -54,6 +55,9 @@ def script_at_stack_bottom(argv0: str | None) -> Iterator[None]:
         _script_main[:] = [main] if main is not None and vars(main) is namespace else []
         if argv0 is not None and sys.argv and sys.argv[0] == namespace.get("__file__"):
             sys.argv[0] = argv0
+        # python's __main__ holds the builtins module (exec() would put its dict there:
+        # ``__builtins__.name = ...`` raised AttributeError under polyprof run)
+        namespace.setdefault("__builtins__", builtins)
         if unseen.exec_frameless is not None:  # it does not count the frames beneath either
             return run_code(code, namespace)
         with _depth_given_back():
