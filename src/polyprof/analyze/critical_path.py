@@ -90,15 +90,17 @@ def event_times(g: DepGraph, p: LongestPath) -> tuple[np.ndarray, np.ndarray]:
     return on, np.maximum(p.length - best, 0)
 
 
-#: the ``kind`` column's texts by code: the event kinds, then a device's synchronisation record
-_KIND_TEXT = np.array([x.name.lower() for x in Kind] + ["sync"], dtype=object)
-_SYNC = len(Kind)
+#: the ``kind`` column's texts by code: the event kinds, then a device's synchronisation
+#: record and an OS runtime call (``depgraph_context.os_calls``)
+_KIND_TEXT = np.array([x.name.lower() for x in Kind] + ["sync", "os_runtime"], dtype=object)
+_SYNC, _OS = len(Kind), len(Kind) + 1
 
 
-def _kind_codes(trace: Trace, rows: np.ndarray, device: np.ndarray) -> np.ndarray:
-    """Per graph event, its ``kind`` as a code into :data:`_KIND_TEXT`."""
+def kind_text(trace: Trace, rows: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """Per graph event (``rows``, ``device``: on a device), its ``kind`` column's text."""
     k = np.asarray(trace.kinds[rows], np.int64)
-    return np.where(device & (k == Kind.OTHER), _SYNC, k)
+    other = k == Kind.OTHER
+    return _KIND_TEXT[np.where(device & other, _SYNC, np.where(other & context(trace).os_call[rows], _OS, k))]
 
 
 def rank_of(trace: Trace) -> int:
@@ -129,7 +131,8 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     window where one was analysed: ``step_windows``); ``name``
     (an XLA op or kernel of a known module: ``module/op``, as ``kernel_breakdown`` and
     ``event_stats`` name it, ``common.qualified_names``); ``module`` ("" for none);
-    ``kind`` (``cpu_op``, ``runtime``, ``kernel``, ``memcpy``, ``memset``,
+    ``kind`` (``cpu_op``, ``runtime``, ``os_runtime``: an OS runtime call,
+    ``depgraph_context.os_calls``; ``kernel``, ``memcpy``, ``memset``,
     ``collective``, ``sync``: a device's synchronisation record); ``track`` (thread or
     stream); ``start_ns``, ``dur_ns``; ``on_path_ns`` (its time on the step's critical
     path: its own span's edges on the path, gaps between its children included; launch
@@ -138,7 +141,9 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     length); ``span_ns`` (the step's wall time with its device work: from its start to the
     last end of its calls, each cut at the step's end (``depgraph.build``), and of the
     device activity they launched, which can run past the step's own end; the path is
-    never longer, and without device work neither is longer than the step).
+    never longer, and without device work neither is longer than the step; a trace
+    without steps from its first event; a time window's cut at its end, device work
+    too, ``depgraph.build``).
     Ordered by step, then start. ``window``: the steps analysed
     (``analyze/window.py``). Empty, with a warning, above ``max_events`` events
     (:data:`MAX_EVENTS`; None: no limit).
@@ -195,7 +200,7 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
         "step": step[order],
         "name": labels[codes],
         "module": modules[codes],
-        "kind": _KIND_TEXT[_kind_codes(trace, rows, device)],
+        "kind": kind_text(trace, rows, device),
         "track": track_names[ev["track"][rows]],
         "start_ns": start[rows],
         "dur_ns": np.asarray(ev["dur_ns"][rows], np.int64),

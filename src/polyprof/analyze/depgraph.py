@@ -1,6 +1,7 @@
 """The dependency graph of one rank inside a window, as HTA builds it for its critical path.
 
-Every op and runtime call on a host thread, and every device activity launched inside the
+Every op, runtime call and OS runtime call (``depgraph_context.os_calls``: one inside no
+other host call) on a host thread, and every device activity launched inside the
 window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of graph event
 ``i``). Edges, all NumPy columns:
 
@@ -177,7 +178,10 @@ def window_rows(ctx: Context, t0: int, t1: int) -> Window:
     holding no whole step (the trace a view of one: ``Selection.timed``), which no step
     before it owns, also the calls begun before it that last into it, the device
     activity that runs in it launched before it and the synchronisation records of
-    the calls taken (a window inside one ``clFinish``): :func:`build` cuts them at ``t0``."""
+    the calls taken (a window inside one ``clFinish``): :func:`build` cuts them at ``t0``;
+    and only the device activity with a part inside it (started before ``t1``), which
+    :func:`build` cuts at ``t1``, as the window's other tables count it
+    (``window_counting.counted_ns``)."""
     host = _in(ctx.host, ctx.host_t, t0, t1)
     pos = _in(ctx.dev_pos, ctx.dev_t, t0, t1)
     # synchronisation records on devices, tied to their host call by correlation id
@@ -191,6 +195,7 @@ def window_rows(ctx: Context, t0: int, t1: int) -> Window:
         early = ctx.dev_pos[:np.searchsorted(ctx.dev_t, t0, "left")]
         d = ctx.corr.device_rows[early]
         pos = np.sort(np.concatenate([early[(ctx.end[d] > t0) & (ctx.start[d] < t1)], pos]))
+        pos = pos[ctx.start[ctx.corr.device_rows[pos]] < t1]  # (what starts after it: none of it inside)
         in_call = (call_t < t1) & (ctx.end[ctx.sy_call] > t0)
     ok = ctx.sy_always | (in_call & ctx.sy_timed)
     return Window(host, ctx.corr.device_rows[pos], ctx.corr.launch[pos], ctx.sy[ok], ctx.sy_call[ok], timed)
@@ -205,17 +210,20 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     backward pass on the autograd thread (False: HTA 0.5's graph, which has no edge
     between threads; HTA 0.6 merges the two threads). The host calls end by ``t1`` but for
     those waiting on device work (synchronisation): only device work runs on past it. In a
-    time window (``Window.timed``) what began before it starts at ``t0``, and a wait ends
-    by the end of the graph's device work (it may wait for work that ran after it too)."""
+    time window (``Window.timed``), which no step owns, every event counts for its part
+    inside it: what began before it starts at ``t0``, and what lasts past it (device work,
+    a wait for it) ends at ``t1``, so that the path and its events hold no time outside
+    the window, as the window's tables count device time (``window_counting.counted_ns``)."""
     ctx = context(trace) if ctx is None else ctx
     start, end, track, names, cid, corr = ctx.start, ctx.end, ctx.track, ctx.names, ctx.cid, ctx.corr
     host, dev, dev_launch, sy, sy_call, timed = window_rows(ctx, t0, t1) if rows_of is None else rows_of
 
     rows = np.concatenate([host, dev, sy])
     n_h, n_d = len(host), len(dev)
-    if timed and bool((start[rows] < t0).any()):  # (a copy, for one window of the trace)
-        start = start.copy()
-        start[rows] = np.maximum(start[rows], t0)
+    if timed and bool(((start[rows] < t0) | (end[rows] > t1)).any()):  # (copies, for one window of the trace)
+        start, end = start.copy(), end.copy()
+        start[rows] = np.clip(start[rows], t0, t1)
+        end[rows] = np.clip(end[rows], t0, t1)
     device = np.zeros(len(rows), bool)
     device[n_h:] = True
     node_time = np.empty(2 * len(rows), np.int64)
@@ -232,9 +240,6 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
         waiting = ctx.waits[names[host]]
         waiting[w_wait] = True
         node_time[2 * w_wait + 1] = end[host[w_wait]]  # (not cut at t1, as a sync record's call)
-        if timed and n_h:  # (every edge into a wait's end still runs forward in time)
-            reach = max(t1, int(end[dev].max())) if n_d else t1
-            np.minimum(node_time[1:2 * n_h:2], reach, out=node_time[1:2 * n_h:2])
         windows = _dispatch_windows(trace, ctx, host, node_time)
         lo = int(ctx.start[host].min(initial=t0))  # PjRt's reads (wait_links): their threads' waits, their edges
         windows, r_a, r_b, r_w = read_edges(trace, ctx.wait_links.reads, host, gidx, node_time, lo, t1, windows)

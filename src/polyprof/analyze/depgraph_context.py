@@ -15,7 +15,7 @@ from ..errors import PolyprofError
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.keys import CAT_SECTION
-from ..trace.sorting import member, row_of_key
+from ..trace.sorting import last_at_or_before, lexsort, member, row_of_key
 from ..trace.vocabulary import CONTEXT_SYNC, EVENT_SYNC, STREAM_SYNC, STREAM_WAIT_EVENT, WAITING_CALLS
 from .common import COMMUNICATION, device_view, names_in
 from .inputs import cpu_comm_rows
@@ -59,6 +59,11 @@ class Context:
         # backends' collectives (gloo's work ranges on its threads: annotations)
         self.xla_op = xla_op = xla_host_ops(trace, on_host, timed)
         host |= xla_op
+        # OS runtime calls (Nsight Systems' OSRT_API: ``poll``, ``pthread_mutex_lock``,
+        # ``read``) hold their thread as an op does; one inside another host call is that
+        # call's own work (a ``cudaMalloc``'s ``ioctl``, a ``cudaStreamSynchronize``'s wait)
+        self.os_call = os_call = os_calls(trace, on_host & timed & ~host, host, start, self.end, track)
+        host |= os_call
         comm = cpu_comm_rows(trace)
         self.host_comm = comm = comm[on_host[comm] & ~host[comm]] if len(comm) else comm
         host[comm] = True
@@ -186,6 +191,57 @@ def context(trace: Trace) -> Context:
     :func:`depgraph.build` per step) share it. It holds a few columns of the trace's length for as
     long as the trace lives."""
     return cache.memo(trace, "critical_path_context", Context)
+
+
+#: categories of host calls that hold their thread but are neither ops nor runtime calls:
+#: the graph takes them as host calls (:func:`os_calls`). Nsight Systems' ``OSRT_API``
+#: rows are the only such rows of the formats read (``trace/categories.py``: kind OTHER)
+OS_CALL_CATEGORIES = ("os_runtime",)
+
+
+def os_calls(trace: Trace, candidate: np.ndarray, host: np.ndarray, start: np.ndarray, end: np.ndarray,
+             track: np.ndarray) -> np.ndarray:
+    """Which events are OS runtime calls (:data:`OS_CALL_CATEGORIES`) of the graph: those
+    of ``candidate`` (host events with a duration) not within one of the graph's other
+    host calls ``host`` on their thread (a runtime call's ``ioctl``, a waiting call's
+    ``poll``: that call's own time already, and a waiting call's wait must stay one)."""
+    ids = np.array([trace.string_id(c) for c in OS_CALL_CATEGORIES], np.int64)
+    if not bool((ids >= 0).any()):
+        return np.zeros(len(candidate), bool)  # (most traces: no such category)
+    out = candidate & member(np.asarray(trace.events["category"], np.int64), ids[ids >= 0])
+    q = np.flatnonzero(out)
+    c = np.flatnonzero(host)
+    if len(q) and len(c):
+        threads = cache.threads(trace)
+        out[q[_within(threads[track[c]], start[c], end[c], threads[track[q]], start[q], end[q])]] = False
+    return out
+
+
+def _within(c_thread: np.ndarray, c_start: np.ndarray, c_end: np.ndarray, q_thread: np.ndarray,
+            q_start: np.ndarray, q_end: np.ndarray) -> np.ndarray:
+    """Per query span, whether one of the spans ``c`` of its thread holds it whole (starts
+    at or before its start and ends at or after its end): the largest end of the spans of
+    its thread started by its start, a running maximum per thread."""
+    o = lexsort((c_start, c_thread))
+    th, s, e = c_thread[o], c_start[o], c_end[o]
+    seg = np.zeros(len(o), np.int64)
+    np.cumsum(th[1:] != th[:-1], out=seg[1:])
+    lo = int(e.min())
+    width = int(e.max()) - lo + 1
+    if (int(seg[-1]) + 1) * width < 2 ** 62:  # each thread's ends above the one's before: one running max
+        reach = np.maximum.accumulate(seg * width + (e - lo)) - seg * width + lo
+    else:
+        reach = e.copy()
+        for a, b in zip(*_runs(seg)):  # (the times too wide to fold: a pass per thread)
+            reach[a:b] = np.maximum.accumulate(e[a:b])
+    at = last_at_or_before(th, s, np.arange(len(o), dtype=np.int64), q_thread, q_start)
+    return (at >= 0) & (reach[np.maximum(at, 0)] >= q_end)
+
+
+def _runs(seg: np.ndarray) -> tuple[list[int], list[int]]:
+    """The (starts, ends) of the runs of equal ``seg`` values (sorted)."""
+    cut = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1], True])
+    return cut[:-1].tolist(), cut[1:].tolist()
 
 
 def _by_time(rows: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

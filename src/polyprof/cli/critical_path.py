@@ -242,6 +242,7 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
 
     from ..analyze.units import fmt_ns  # the summary's duration rule, only for the text output
     from ..analyze.window import selection
+    from ..report.path_text import STEP_SPAN, WHOLE_SPAN  # the summary line's words for the span
 
     width = _width()
     sel = selection(traces[min(traces)]) if traces else None
@@ -271,8 +272,9 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
         ranks = np.asarray(table["rank"], np.int64)[m]
         share = {int(r): int(on[ranks == r].sum()) for r in unique(ranks)}
         held, others = _shares(share, length)
+        words = WHOLE_SPAN if where == "the trace" else STEP_SPAN  # (which span: the summary's words)
         print(textwrap.fill(f"{said}critical path {fmt_ns(length)} of {where}'s {fmt_ns(span)} "
-                            f"(start to end of its work); rank {held} holds "
+                            f"({words}); rank {held} holds "
                             f"{100.0 * share[held] / max(length, 1):.0f}% of it" + (f" ({others})" if others else ""),
                             width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
         if lines:

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..analyze.collective_roots import ROOTED  # (the others wait for the root, which waits for none)
 from ..analyze.common import qualified_names
-from ..analyze.critical_path import graph_end, path_owner, step_windows
+from ..analyze.critical_path import graph_end, kind_text, path_owner, step_windows
 from ..analyze.depgraph import DEPENDENCY, OPERATOR, SYNC, DepGraph, build
 from ..analyze.depgraph_context import context
 from ..analyze.frames import column, frame
@@ -39,7 +39,6 @@ from ..analyze.longest_path import LongestPath, longest_path
 from ..derive import cache
 from ..analyze.table import Table
 from ..trace.core import Trace
-from ..trace.categories import Kind
 from ..trace.sorting import unique
 from .align import RankClock, align_ranks
 from .collectives import collective_table
@@ -443,18 +442,20 @@ def path_table(jg: JobGraph, p: LongestPath) -> Table:
     on = np.bincount(own[ok], weights=g.weight[p.edges][ok], minlength=len(g.rows)).astype(np.int64)
     ev = np.flatnonzero(on > 0)
     names = np.zeros(len(ev), dtype=object)
+    kinds = np.zeros(len(ev), dtype=object)
     for r in unique(jg.rank[ev]).tolist():  # an XLA op: module/op, as each rank's tables name it
         at = np.flatnonzero(jg.rank[ev] == r)
-        codes, labels, _ = qualified_names(jg.traces[jg.ranks.index(int(r))], g.rows[ev[at]])
+        t = jg.traces[jg.ranks.index(int(r))]
+        codes, labels, _ = qualified_names(t, g.rows[ev[at]])
         names[at] = labels[codes]
-    kinds, starts, durs = [], [], []
+        kinds[at] = kind_text(t, g.rows[ev[at]], g.device[ev[at]])  # (the summary's kind words)
+    starts, durs = [], []
     for e in ev.tolist():  # the path's events: a few hundred per step
         t = jg.traces[jg.ranks.index(int(jg.rank[e]))]
         row = int(g.rows[e])
-        kinds.append(Kind(int(t.kinds[row])).name.lower())
         starts.append(int(t.events["start_ns"][row]))
         durs.append(int(t.events["dur_ns"][row]))
-    return frame({"rank": jg.rank[ev], "name": names, "kind": np.array(kinds, dtype=object),
+    return frame({"rank": jg.rank[ev], "name": names, "kind": kinds,
                   "start_ns": np.array(starts, np.int64), "dur_ns": np.array(durs, np.int64), "on_path_ns": on[ev]})
 
 
