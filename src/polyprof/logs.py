@@ -44,6 +44,33 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
             super().emit(record)
 
 
+class _Kept(logging.Logger):
+    """polyprof's logger, which a program's ``logging.config`` does not switch off:
+    ``dictConfig`` and ``fileConfig`` disable every logger that exists and that their
+    configuration does not name (``disable_existing_loggers``, on by default), and the
+    program then never heard that its trace was written elsewhere or a plugin failed.
+    Its level and handlers stay the program's to set."""
+
+    @property  # type: ignore[override]
+    def disabled(self) -> bool:
+        return False
+
+    @disabled.setter
+    def disabled(self, value: bool) -> None:
+        pass
+
+
+def kept(name: str = LOGGER) -> logging.Logger:
+    """The logger ``name`` (``polyprof`` or under it), never disabled (:class:`_Kept`)."""
+    log = logging.getLogger(name)
+    if type(log) is logging.Logger:
+        log.__class__ = _Kept
+    return log
+
+
+kept()
+
+
 def to_stderr() -> None:
     """Put :class:`StderrHandler` on the ``polyprof`` logger unless it has one."""
     log = logging.getLogger(LOGGER)

@@ -8,12 +8,12 @@ a client that captures polyprof, TensorFlow and JAX processes. Needs ``polyprof[
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from .. import logs
 from ..errors import ServeError
 from .security import TLSFiles, read_token, split_address, tls_from_env
 from .server import Limits, Server, current
@@ -21,7 +21,7 @@ from .server import Limits, Server, current
 if TYPE_CHECKING:
     from ..collect.plugin import Plugin
 
-log = logging.getLogger("polyprof.serve")
+log = logs.kept("polyprof.serve")
 
 SERVE_ENV = "POLYPROF_SERVE"
 #: set by a process that serves on a fixed port, so its children, which inherit

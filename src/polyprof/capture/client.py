@@ -11,7 +11,6 @@ without authentication, so it is best reached through loopback or an SSH tunnel)
 
 from __future__ import annotations
 
-import logging
 import re
 import secrets
 import shutil
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from .. import logs
 from ..errors import CaptureError
 from . import profiler_service_pb2 as pb
 from .protocol import XSPACE_TOOL, stub
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from ..trace.core import Trace
 
-log = logging.getLogger("polyprof.capture")
+log = logs.kept("polyprof.capture")
 
 MAX_ADDRESSES = 256
 MAX_PARALLEL = 32

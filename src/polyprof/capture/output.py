@@ -14,11 +14,11 @@ and the others are written. Nothing received is lost: the XSpace as received is 
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from .. import logs
 from ..errors import CaptureError, PolyprofError
 from ..outfile import write_file
 from .client import Captured
@@ -28,7 +28,7 @@ from .security import split_address
 if TYPE_CHECKING:
     from ..trace.core import Trace
 
-log = logging.getLogger("polyprof.capture")
+log = logs.kept("polyprof.capture")
 
 FORMATS = {"polyprof": ".polyprof", "xplane": "." + XSPACE_TOOL}
 #: the folder of a set's directory that keeps the captures polyprof could not read (not

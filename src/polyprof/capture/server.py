@@ -11,7 +11,6 @@ program.
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import threading
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
     from ..collect.plugin import Plugin
     from ..trace.core import Trace
 
-log = logging.getLogger("polyprof.serve")
+log = logs.kept("polyprof.serve")
 
 #: the longest session id a client may give (it is logged and kept in the trace's metadata)
 MAX_SESSION_ID = 256
