@@ -120,3 +120,26 @@ def test_replacing_keeps_the_old_file_on_any_exception(tmp_path: Path):
     with pytest.raises(OutputError, match="is a directory"):
         with replacing(tmp_path):
             pass
+
+
+def test_a_failed_fallback_leaves_no_empty_file(tmp_path, monkeypatch, caplog):
+    """Where neither the output nor the fallback in the temporary directory can be
+    written (a full disk), the empty file the fallback's name was taken with is removed:
+    zero-byte ``NAME-PID-*.polyprof`` files were left in /tmp (an auditor)."""
+    import tempfile
+
+    from polyprof.collect import output
+
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+
+    def full(*args: object, **kw: object) -> Path:
+        raise OutputError("cannot write: No space left on device")
+
+    monkeypatch.setattr(output, "write_atomic", full)
+    with caplog.at_level("ERROR", logger="polyprof"):
+        got = output.save(polyprof.load(Path(__file__).parent / "data" / "traces" / "gloo" / "gloo_rank0.json.gz"),
+                          tmp_path / "t.polyprof")
+    assert got.path is None and "the fallback failed too" in caplog.text
+    assert list(tmpdir.iterdir()) == []

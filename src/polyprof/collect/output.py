@@ -292,10 +292,14 @@ def save(trace: Trace, requested: Path, follow_symlinks: bool = False, found: ob
         if at == requested:
             log.warning("%s %s: not replaced; this run's trace is %s", shown_path(requested), what, shown_path(path))
         return Written(requested, path, why, stamp(path))
+    alt = None
     try:
         alt = fallback_path(requested)
         write_atomic(trace, alt, follow_symlinks=False)
     except (OutputError, OSError) as e:
+        if alt is not None:  # (the empty file fallback_path made: not left in the temporary directory)
+            with contextlib.suppress(OSError):
+                alt.unlink()
         log.error("%s; the fallback failed too: %s", first, e)
         return Written(requested, None, first)
     log.error("%s; the trace was written to %s instead", first, alt)

@@ -262,7 +262,7 @@ def _metadata(path: Path, header: dict, table: pa.Table, notes: list[str]) -> di
     last = max(pc.max(table.column("start_ns")).as_py() or 0, pc.max(ends).as_py() or 0) \
         or int(header.get("start_ns", 0))
     note = (f"recovered from the crash journal {path.name}: the program ended without stopping its "
-            "session (killed?); host sections, marks, counters, steps and process samples up to the "
+            "session (killed?), or its trace could not be written (a full disk: the run said why); host sections, marks, counters, steps and process samples up to the "
             "last flush are here, device plugins' data is lost"
             + "".join(f"; {n}" for n in notes))
     return {
