@@ -61,6 +61,17 @@ _OPS = {"KernelExecution": (keys.CAT_KERNEL, None), "Task": (keys.CAT_KERNEL, No
         "FillBuffer": (keys.CAT_MEMSET, "Memset")}
 #: an op type this table does not know: a kernel when it names one, else this (no device busy time)
 CAT_OTHER_OP = "rpd_op"
+#: a call whose name string is missing (a damaged file) that launched no op: not a section
+CAT_UNNAMED_CALL = "rpd_api"
+#: hipMemcpyKind (rocpd_copyapi.kind) -> the copy's name
+_COPY_KINDS = {0: "Memcpy HtoH", 1: "Memcpy HtoD", 2: "Memcpy DtoH", 3: "Memcpy DtoD"}
+#: an op whose type string is missing: classified by its call's name (these prefixes,
+#: lower case), else by the call's rocpd_kernelapi or rocpd_copyapi row, else this
+_CALL_KINDS = (("hipmemset", keys.CAT_MEMSET), ("hsa_amd_memory_fill", keys.CAT_MEMSET),
+               ("hipmemcpy", keys.CAT_MEMCPY), ("hsa_amd_memory_async_copy", keys.CAT_MEMCPY),
+               ("hiplaunch", keys.CAT_KERNEL), ("hipmodulelaunch", keys.CAT_KERNEL),
+               ("hipextmodulelaunch", keys.CAT_KERNEL), ("hipextlaunch", keys.CAT_KERNEL))
+UNTYPED_OP = "[GPU op of unknown type]"
 _GRAPH_EXEC = re.compile(r"graphExec\s*=\s*(\S+)")
 
 
@@ -104,10 +115,11 @@ def _category(name: str, default: str) -> str:
 
 
 def _calls(conn: sqlite3.Connection, tabs: Schema, table: str, args_table: str, default: str,
-           launched: np.ndarray) -> tuple[Part, np.ndarray] | None:
+           launched: np.ndarray, notes: list[str]) -> tuple[Part, np.ndarray] | None:
     """A call table's rows as a host part (ROCTx markers named by their text; the args of
     other calls as a stat) and the calls' ids. ``launched``: the ids of calls that launched
-    ops (their correlation ids)."""
+    ops (their correlation ids). A call whose name string is missing is named by its id
+    (``[string N]``): a HIP call when it launched an op, else of no kind, said in ``notes``."""
     if not tabs.has(table, "id", "pid", "tid", "start", "end", "apiName_id"):
         return None
     has_args = tabs.has(table, "args_id") and tabs.has(args_table, "id", "string")
@@ -139,6 +151,13 @@ def _calls(conn: sqlite3.Connection, tabs: Schema, table: str, args_table: str, 
         cats.append(rocm_trace.CAT_ROCTX_MARK)
         category = np.where(instant, len(cats) - 1, category)
     is_launch = ~marker & member(c["id"], launched)
+    unnamed = ~np.array([int(u) in name_of for u in uniq.tolist()], bool)[inv] if len(uniq) else marker
+    if unnamed.any():  # a damaged file: not sections (the default of rocpd_api's unknown names)
+        cats += ["hip_runtime" if table == "rocpd_api" else default, CAT_UNNAMED_CALL]
+        category = np.where(unnamed, np.where(is_launch, len(cats) - 2, len(cats) - 1), category)
+        notes.append(f"{int(unnamed.sum())} {table} row(s) name a call whose string rocpd_string lacks (a damaged "
+                     f"file): named [string N] by its id, the {int((unnamed & is_launch).sum())} that launched GPU ops "
+                     "read as runtime calls, the others as calls of no kind")
     corr = np.where(is_launch, c["id"], -1)
     set_stat(stats, keys.CORRELATION_ID, corr)
     part = Part(table, False, c["start"], c["end"], c["pid"], c["tid"], np.zeros(len(names), np.int64),
@@ -161,10 +180,11 @@ def _args_stats(ids: np.ndarray, rows: np.ndarray, text: dict[int, str]) -> dict
     return out
 
 
-def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndarray]], api_of: tuple[np.ndarray, np.ndarray]
-         ) -> Part:
+def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndarray]],
+         api_of: tuple[np.ndarray, np.ndarray], notes: list[str]) -> Part:
     """The ops on the GPUs, each with the call that launched it (``api_of``: op ids and
-    their calls' ids, by op id) as its correlation id and process."""
+    their calls' ids, by op id) as its correlation id and process. An op whose type
+    string is missing (a damaged file) is still device work: :func:`_untyped`."""
     exprs = {"id": "id", "gpu": "gpuId", "queue": "queueId", "start": "start", "end": "end",
              "desc": "description_id" if tabs.has("rocpd_op", "description_id") else "NULL",
              "type": "opType_id" if tabs.has("rocpd_op", "opType_id") else "NULL"}
@@ -187,19 +207,70 @@ def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndar
     inv, pairs = group_rows(c["desc"], c["type"])  # each distinct (description, type) once
     names, cats = [], []
     descs = demangle_all([strings.get(d, "") for d, _ in pairs.tolist()])  # HIP's kernel names as C++ writes them
-    for desc, (_, ty) in zip(descs, pairs.tolist()):
+    untyped = np.zeros(len(pairs), bool)  # groups with no type string and no description
+    for i, (desc, (_, ty)) in enumerate(zip(descs, pairs.tolist())):
         kind = strings.get(ty, "")
+        untyped[i] = ty not in strings and not desc
         cat, name = _OPS.get(kind, (keys.CAT_KERNEL if desc else CAT_OTHER_OP, None))
         names.append(name or desc or kind or "op")
         cats.append(cat)
     name_values, ncode = _dedupe(names)
     cat_values, ccode = _dedupe(cats)
+    name_code, cat_code = np.asarray(ncode, np.int64)[inv], np.asarray(ccode, np.int64)[inv]
+    rows = np.flatnonzero(untyped[inv]) if untyped.any() else np.zeros(0, np.intp)
+    if len(rows):
+        (ucat, uname), (cv, nv) = _untyped(conn, tabs, calls, corr[rows], notes), (cat_values, name_values)
+        cat_code[rows], name_code[rows] = ucat + len(cv), uname + len(nv)
+        cat_values, name_values = cv + [keys.CAT_KERNEL, keys.CAT_MEMCPY, keys.CAT_MEMSET], nv + _UNTYPED_NAMES
     stats: dict[str, Any] = {keys.STREAM: c["queue"], keys.QUEUE: c["queue"]}  # RPD's only stream: its queue
     set_stat(stats, keys.CORRELATION_ID, corr)
     _launch_stats(conn, tabs, corr, stats)
     return Part("rocpd_op", True, c["start"], c["end"], pid, -(c["queue"] + 1), c["gpu"],
-                np.asarray(ncode, np.int64)[inv], name_values, np.asarray(ccode, np.int64)[inv], cat_values,
-                stats, corr)
+                name_code, name_values, cat_code, cat_values, stats, corr)
+
+
+#: the names an op of no type string gets (:func:`_untyped`): a kernel, copies by their
+#: hipMemcpyKind, a fill, and one of nothing to tell it by (counted as a kernel)
+_UNTYPED_NAMES = ["[unnamed kernel]", *_COPY_KINDS.values(), "Memcpy", "Memset", UNTYPED_OP]
+
+
+def _untyped(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndarray]], corr: np.ndarray,
+             notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(category code: 0 kernel, 1 copy, 2 fill; name code into _UNTYPED_NAMES) of ops
+    whose type string ``rocpd_string`` lacks and that have no description (a damaged
+    file; ``corr``: their calls' ids). rocpd_op holds only GPU ops, so each stays device
+    work: classified by its call's name (_CALL_KINDS), else its call's rocpd_kernelapi or
+    rocpd_copyapi row (a copy's direction: its ``kind``), else a kernel of unknown type;
+    said in ``notes``."""
+    n = len(corr)
+    cat = np.full(n, -1, np.int64)
+    for part, ids in calls:  # the call's name, where rocpd_string still has it
+        at = find(ids, corr)
+        has = np.flatnonzero(at >= 0)
+        low = [v.lower() for v in part.name_values]
+        by_name = np.array([next((["kernel", "gpu_memcpy", "gpu_memset"].index(k) for p, k in _CALL_KINDS
+                                  if v.startswith(p)), -1) for v in low], np.int64)
+        if len(has) and len(low):
+            cat[has] = np.where(cat[has] < 0, by_name[part.names[at[has]]], cat[has])
+    copy_kind = np.full(n, -1, np.int64)
+    if tabs.has("rocpd_copyapi", "api_ptr_id", "kind"):
+        k = sqlite_db.read_columns(conn, "rocpd_copyapi", {"api": "api_ptr_id", "kind": "kind"})
+        at = find(k["api"], corr)
+        copy_kind = np.where(at >= 0, k["kind"][np.maximum(at, 0)], -1) if len(k["api"]) else copy_kind
+        cat = np.where((cat < 0) & (at >= 0), 1, cat)
+    if tabs.has("rocpd_kernelapi", "api_ptr_id"):
+        k = sqlite_db.read_columns(conn, "rocpd_kernelapi", {"api": "api_ptr_id"})
+        cat = np.where((cat < 0) & (find(k["api"], corr) >= 0), 0, cat)
+    unknown = cat < 0
+    copy_name = np.where(member(copy_kind, np.array(list(_COPY_KINDS), np.int64)), copy_kind + 1, len(_COPY_KINDS) + 1)
+    name = np.select([unknown, cat == 0, cat == 1], [len(_UNTYPED_NAMES) - 1, 0, copy_name], len(_COPY_KINDS) + 2)
+    cat = np.maximum(cat, 0)
+    counts = np.bincount(cat[~unknown], minlength=3).tolist()
+    notes.append(f"{n} rocpd_op row(s) name a type string rocpd_string lacks (a damaged file): read as GPU work by "
+                 f"the calls that launched them ({counts[0]} kernels, {counts[1]} copies, {counts[2]} fills)"
+                 + (f", {int(unknown.sum())} with nothing to tell them by as kernels named {UNTYPED_OP}"
+                    if unknown.any() else ""))
+    return cat, name
 
 
 def _dedupe(values: list[str]) -> tuple[list[str], list[int]]:
@@ -304,9 +375,10 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
         if tabs.has("rocpd_metadata", "tag", "value") else {}
     args_table = "rocpd_ustring" if tabs.has("rocpd_ustring", "id", "string") else "rocpd_string"
     api_of = _api_of_ops(conn, tabs)
+    notes: list[str] = []
     calls = [got for table, default in (("rocpd_api", rocm_trace.CAT_ROCTX), ("rocpd_hsaApi", "hsa_api"))
-             if (got := _calls(conn, tabs, table, args_table, default, api_of[1])) is not None]
-    ops = _ops(conn, tabs, calls, api_of)
+             if (got := _calls(conn, tabs, table, args_table, default, api_of[1], notes)) is not None]
+    ops = _ops(conn, tabs, calls, api_of, notes)
     parts = [p for p, _ in calls] + [ops]
     processes = {int(g): rocm_trace.Process(pid=max(int(g), 0)) for p in parts for g in np.unique(p.gpid).tolist()}
     agents, queue_names = {}, {}
@@ -320,9 +392,12 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
                           "rpd": {"schema_version": str(meta.get("schema_version", "")), "tables_not_read": unread}}
     if not any(len(p) for p in parts):  # never silently empty (a database rpd_tracer made and never filled)
         empty = " and ".join(t for t in ("rocpd_api", "rocpd_op", "rocpd_hsaApi") if t in tabs.columns)
-        md["warnings"] = ["nothing polyprof reads: the RPD database has no calls or device operations "
-                          f"({empty or 'no rocpd_api or rocpd_op table'}: no rows)"]
-        log.warning("%s: %s", path, md["warnings"][0])
+        notes.append("nothing polyprof reads: the RPD database has no calls or device operations "
+                     f"({empty or 'no rocpd_api or rocpd_op table'}: no rows)")
+    if notes:
+        md["warnings"] = notes
+        for note in notes:
+            log.warning("%s: %s", path, note)
     return rocm_trace.build(parts, processes, agents, queue_names, md, path.name)
 
 

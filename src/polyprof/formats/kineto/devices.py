@@ -128,7 +128,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         if kind == "device":
             dp = devprops.get(index, {})
             props = {**dp, **props}
-            vendor = _vendor(dkind, str(dp.get("name", "")), vendor_hint)
+            vendor = _vendor(dkind, _vendor_text(props), vendor_hint)
             pid = pv if _is_id(pv) else index
             out.append((b.plane(keys.device_plane(dkind, index), "device", vendor, index, pid, props), "device"))
         elif code == main or not _is_id(pv):
@@ -334,6 +334,18 @@ def _vendor_hint(top: dict[str, Any], strings: list[str]) -> str:
         return "Intel"
     return ""
 
+#: the deviceProperties keys that name a device or its vendor: torch's Kineto writes
+#: ``name`` only ("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X", or "" on some ROCm
+#: builds); rocprofv3's agents, which polyprof's exports carry, name the ISA (``name``:
+#: "gfx950") beside ``product_name`` and ``vendor_name`` ("AMD")
+_VENDOR_KEYS = ("vendor_name", "vendor", "product_name", "marketing_name", "name")
+
+
+def _vendor_text(props: dict[str, Any]) -> str:
+    """The texts of a device's properties that may name its vendor, joined."""
+    return " ".join(v for k in _VENDOR_KEYS if isinstance(v := props.get(k), str))
+
+
 def _vendor(dkind: str, name: str, hint: str) -> str:
     low = name.lower()
     if dkind == "MTIA":
@@ -342,6 +354,7 @@ def _vendor(dkind: str, name: str, hint: str) -> str:
         return "Intel"
     if any(s in low for s in ("nvidia", "tesla", "geforce", "quadro", "rtx")):
         return "NVIDIA"
-    if any(s in low for s in ("amd", "radeon", "instinct")):
+    if any(s in low for s in ("amd", "radeon", "instinct")) or any(w[:3] == "gfx" and w[3:4].isdigit()
+                                                                  for w in low.split()):  # an AMD ISA: gfx950
         return "AMD"
     return hint

@@ -53,8 +53,8 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
         return part
 
     readers: list[Callable[[], tables.Part | None]] = [
-        runtime, lambda: tables.kernels(conn, ex, strings), lambda: tables.copies(conn, ex),
-        lambda: tables.fills(conn, ex), lambda: tables.syncs(conn, ex), marks,
+        runtime, lambda: tables.kernels(conn, ex, strings), lambda: tables.copies(conn, ex, notes),
+        lambda: tables.fills(conn, ex, notes), lambda: tables.syncs(conn, ex), marks,
         lambda: tables.os_calls(conn, ex, strings),
         lambda: tables.graph_table(conn, ex, strings, schema.GRAPH),
         lambda: tables.graph_table(conn, ex, strings, schema.GRAPH_NODE)]

@@ -23,7 +23,8 @@ from ...trace.core import Trace
 from .. import sqlite_db
 from .anchor import clock_name, session_anchor
 from .schema import Export
-from .tables import UNIFIED_MEMORY, names
+from .schema import defaulted_note
+from .tables import UNIFIED_MEMORY, UNKNOWN_STREAM, names
 from ..parts import Part, flow_pairs, group_rows, read_parts
 
 #: TARGET_INFO_GPU columns -> the deviceProperties names Kineto writes (what analyses read)
@@ -109,6 +110,7 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
         return b.source(host=host, pid=pid, label=f"pid {pid}",
                         metadata={"process_name": pnames[g]} if g in pnames else None)
 
+    notes.extend(column_notes(conn, ex))
     for p in read_parts(readers, notes):
         fill_process(p, launches, set(source_of))
         rows = add_part(b, p, source_of, gpus, source, pid_of=lambda g: (g >> 24) & 0xFFFFFF if g >= 0 else 0,
@@ -119,16 +121,15 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
             if not p.device:
                 launches.append((p.gpid, p.corr))
         del p, rows
-    if not source_of:  # no part had rows; never silently empty (an export of scheduling data only)
+    lacking = [f"{t} lacks {', '.join(miss)}" for t, miss in ex.lacking().items() if _has_rows(conn, t)]
+    if lacking:  # rows polyprof would read, but not the columns it reads them by: never silently left out
+        notes.append(f"{'nothing polyprof reads: ' if not source_of else ''}{'; '.join(lacking)} (columns its "
+                     "reader needs), so those rows are not read")
+    elif not source_of:  # no part had rows; never silently empty (an export of scheduling data only)
         other = [t for t in ex.unread() if not t.startswith(("TARGET_INFO", "META_DATA", "ANALYSIS"))
                  and _has_rows(conn, t)]
-        lacking = [f"{t} lacks {', '.join(miss)}" for t, miss in ex.lacking().items() if _has_rows(conn, t)]
-        if lacking:  # rows polyprof would read, but not the columns it reads them by
-            notes.append(f"nothing polyprof reads: {'; '.join(lacking)} (columns its reader needs), so those rows are "
-                         "not read")
-        else:
-            notes.append("nothing polyprof reads: no CUDA, NVTX or OS runtime rows (the export holds other data; "
-                         f"its tables: {', '.join(other[:8]) + (', ...' if len(other) > 8 else '') or 'none'})")
+        notes.append("nothing polyprof reads: no CUDA, NVTX or OS runtime rows (the export holds other data; "
+                     f"its tables: {', '.join(other[:8]) + (', ...' if len(other) > 8 else '') or 'none'})")
     anchor = session_anchor(conn, ex)
     for s in b.sources:  # one process: the file's own label (identify); several: the file and the pid
         s.label = f"{path.name} pid {s.pid}" if len(b.sources) > 1 else ""
@@ -166,7 +167,8 @@ def add_part(b: TraceBuilder, p: Part, source_of: dict[int, int], gpus: dict[int
         if p.device:
             plane = b.plane(keys.device_plane("GPU", d), "device", "NVIDIA", d, d, gpus.get(d, {}),
                             source=source_of[g])
-            name = "unified memory" if t == UNIFIED_MEMORY else f"stream {t}" if t >= 0 else "context"
+            name = "unified memory" if t == UNIFIED_MEMORY else "unknown stream" if t == UNKNOWN_STREAM \
+                else f"stream {t}" if t >= 0 else "context"
             track_of[i] = b.track(plane, name, "stream", t)
         else:
             plane = b.plane(keys.HOST_PLANE, "host", "", 0, pid, host_properties(g), source=source_of[g])
@@ -188,6 +190,12 @@ def add_flows(b: TraceBuilder, linked: list[tuple[bool, np.ndarray, np.ndarray, 
                                cat(devices, 1), cat(devices, 2), cat(devices, 3))
     if len(src):
         b.flows(src, dst, ids, category="ac2g")
+
+
+def column_notes(conn: sqlite3.Connection, ex: Export) -> list[str]:
+    """A warning per event table with rows read without a column it lacks (its default:
+    schema.DEFAULTS), never silently (the tables without a column they need: build)."""
+    return [defaulted_note(t, miss) for t, miss in ex.defaulted().items() if _has_rows(conn, t)]
 
 
 def _has_rows(conn: sqlite3.Connection, table: str) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from .. import sqlite_db
 from ..sqlite_db import Schema
@@ -38,12 +39,46 @@ READ = (KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, NVTX, OSRT, GRAPH, GRAPH_NODE, "S
         "PROCESSES", "TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_DEVICE",
         "TARGET_INFO_SYSTEM_ENV", "EXPORT_META_DATA", "META_DATA_EXPORT")
 
-#: the columns each event table's reader needs (without one of them the table is not read)
-_DEVICE = ("start", "end", "deviceId", "streamId", "correlationId")
-_NAMED = ("start", "end", "globalTid", "nameId")
-NEEDS = {KERNEL: _DEVICE, MEMCPY: _DEVICE, MEMSET: _DEVICE, SYNC: _DEVICE,
-         RUNTIME: ("start", "end", "globalTid", "correlationId", "nameId"), NVTX: ("start", "eventType", "globalTid"),
-         OSRT: _NAMED, GRAPH: _NAMED, GRAPH_NODE: _NAMED}
+#: the columns each event table's reader needs (without one of them the table is not read,
+#: said in the trace's warnings: where the events are and when)
+_DEVICE = ("start", "end")
+_NAMED = ("start", "end", "globalTid")
+NEEDS = {KERNEL: _DEVICE, MEMCPY: _DEVICE, MEMSET: _DEVICE, SYNC: _DEVICE, RUNTIME: _NAMED,
+         NVTX: ("start", "eventType", "globalTid"), OSRT: _NAMED, GRAPH: _NAMED, GRAPH_NODE: _NAMED}
+#: the columns read with a default when a table lacks them (a damaged or trimmed export):
+#: its rows are kept, and the warnings say what the default does (DEFAULTS)
+_DEVICE_OPT = ("deviceId", "streamId", "correlationId")
+OPTIONAL = {KERNEL: _DEVICE_OPT, MEMCPY: _DEVICE_OPT, MEMSET: _DEVICE_OPT, SYNC: _DEVICE_OPT,
+            RUNTIME: ("correlationId", "nameId"), OSRT: ("nameId",), GRAPH: ("nameId",), GRAPH_NODE: ("nameId",)}
+#: what reading without the column does to a table's rows (the nvprof reader's columns too)
+DEFAULTS = {"deviceId": "on GPU 0", "streamId": "on one 'unknown stream' line per device",
+            "correlationId": "without links between the calls and the device work they launched",
+            "nameId": "unnamed", "cbid": "unnamed"}
+
+
+def missing(tables: Schema, needs: Mapping[str, tuple[str, ...]], optional: Mapping[str, tuple[str, ...]]
+            ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(each table present without a column its reader needs -> every column of ``needs``
+    and ``optional`` it lacks; each table with those but without an optional column ->
+    the optional columns it lacks)."""
+    unread: dict[str, list[str]] = {}
+    defaulted: dict[str, list[str]] = {}
+    for t, need in needs.items():
+        if t not in tables.columns:
+            continue
+        lack = [c for c in need + optional.get(t, ()) if not tables.has(t, c)]
+        if any(c in need for c in lack):
+            unread[t] = lack
+        elif lack:
+            defaulted[t] = lack
+    return unread, defaulted
+
+
+def defaulted_note(table: str, cols: list[str]) -> str:
+    """The warning for a table read without ``cols`` (their defaults: DEFAULTS)."""
+    return (f"{table} lacks {', '.join(cols)} (a damaged or trimmed file): its rows are read "
+            f"{'; '.join(DEFAULTS.get(c, 'without it') for c in cols)}")
+
 
 # --- enum values, for exports without their ENUM_ tables --------------------------
 #: ENUM_CUDA_MEMCPY_OPER
@@ -80,9 +115,14 @@ class Export:
         return self.tables.columns.get(table, ())
 
     def lacking(self) -> dict[str, list[str]]:
-        """Event tables present without a column their reader needs: table -> those columns."""
-        got = {t: [c for c in cols if not self.has(t, c)] for t, cols in NEEDS.items() if t in self.tables.columns}
-        return {t: miss for t, miss in got.items() if miss}
+        """Event tables present without a column their reader needs: table -> every
+        column of its reader's it lacks."""
+        return missing(self.tables, NEEDS, OPTIONAL)[0]
+
+    def defaulted(self) -> dict[str, list[str]]:
+        """Event tables read with defaults for the optional columns they lack: table ->
+        those columns."""
+        return missing(self.tables, NEEDS, OPTIONAL)[1]
 
     def unread(self) -> list[str]:
         """Tables this reader does not read (enum tables aside)."""

@@ -20,7 +20,7 @@ from .. import sqlite_bounds, sqlite_db
 from ..sqlite_db import quote
 from . import schema as S
 from .schema import Export
-from ...trace.sorting import member, unique_inverse
+from ...trace.sorting import member, unique, unique_inverse
 from ..parts import Part, pair_keys, zeros, triples, combined_names as _combined_names, one as _one, set_stat as _set
 
 #: columns of 15-digit ids that vary little (process << 24 | thread), read as differences
@@ -103,10 +103,16 @@ UNIFIED_MEMORY = -2
 #: and ``--window hta`` count only device rows with a stream); no ``event id`` stat
 NOT_APPLICABLE = 0xFFFFFFFF
 
+#: the "stream" of the device rows of a table without ``streamId`` (a damaged or trimmed
+#: export, said in the warnings: schema.defaulted_note): one line per device named
+#: ``unknown stream`` (build.add_part), and no ``stream`` stat
+UNKNOWN_STREAM = -3
+
 
 def _device_common(c: dict[str, np.ndarray], n: int, stats: dict[str, Any]) -> None:
-    _set(stats, keys.CORRELATION_ID, c["correlationId"])
-    stats[keys.STREAM] = c["streamId"]
+    if "correlationId" in c:
+        _set(stats, keys.CORRELATION_ID, c["correlationId"])
+    _set(stats, keys.STREAM, c["streamId"], missing=UNKNOWN_STREAM)
     stats[keys.DEVICE] = c["deviceId"]
     if "contextId" in c:
         _set(stats, "context", c["contextId"])
@@ -120,24 +126,41 @@ def _device_part(table: str, c: dict[str, np.ndarray], names: tuple[np.ndarray, 
                  category: str, stats: dict[str, Any]) -> Part:
     n = len(c["start"])
     return Part(table, True, c["start"], c["end"], c.get("globalPid", np.full(n, -1, np.int64)), c["streamId"],
-                c["deviceId"], names[0], names[1], *_one(n, category), stats, c["correlationId"])
+                c["deviceId"], names[0], names[1], *_one(n, category), stats, c.get("correlationId"))
 
 
-_DEVICE_COLS = ("start", "end", "deviceId", "streamId", "correlationId")
+_DEVICE_COLS = S._DEVICE + S._DEVICE_OPT
+
+
+def device_defaults(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``c`` with the device columns its table lacks (schema.OPTIONAL; said in the
+    warnings): device 0, stream UNKNOWN_STREAM; a missing ``correlationId`` stays
+    missing (no links)."""
+    n = len(c["start"])
+    c.setdefault("deviceId", np.zeros(n, np.int64))
+    c.setdefault("streamId", np.full(n, UNKNOWN_STREAM, np.int64))
+    return c
+
+
+def _device_exprs(ex: Export, t: str) -> dict[str, str] | None:
+    """The device columns of ``t`` to read, or None when it lacks one its reader needs."""
+    if not ex.has(t, *S._DEVICE):
+        return None
+    return _opt(ex, t, *_DEVICE_COLS)
 
 
 def kernels(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | None:
     t = S.KERNEL
-    if not ex.has(t, *_DEVICE_COLS):
+    exprs = _device_exprs(ex, t)
+    if exprs is None:
         return None
     name_col = next((c for c in ("demangledName", "shortName", "mangledName") if ex.has(t, c)), None)
-    exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "registersPerThread", "gridX", "gridY", "gridZ",
                       "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory",
                       "graphNodeId", "graphId", "gridId"))
     if name_col:
         exprs["name"] = name_col
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
+    c = device_defaults(sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE))
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
@@ -158,13 +181,26 @@ def kernels(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | No
 
 
 
-def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
+def _bytes(stats: dict[str, Any], c: dict[str, np.ndarray], table: str, notes: list[str]) -> None:
+    """The ``bytes`` stat, where the table has the column; a negative count (a damaged
+    file) is left out, its copy or fill kept with its size unknown, said in ``notes``."""
+    if "bytes" not in c:
+        return
+    neg = c["bytes"] < 0
+    bad = int(np.count_nonzero(neg & (c["bytes"] != -1)))  # -1: NULL, no size given
+    if bad:
+        notes.append(f"{bad} row(s) of {table} hold a negative byte count (a damaged file): kept, their size "
+                     "unknown")
+    _set(stats, keys.BYTES, np.where(neg, -1, c["bytes"]) if bad else c["bytes"])
+
+
+def copies(conn: sqlite3.Connection, ex: Export, notes: list[str]) -> Part | None:
     t = S.MEMCPY
-    if not ex.has(t, *_DEVICE_COLS):
+    exprs = _device_exprs(ex, t)
+    if exprs is None:
         return None
-    exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"))
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
+    c = device_defaults(sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE))
     n = len(c["start"])
     kind = c.get("copyKind", np.zeros(n, np.int64))
     ck, mk = ex.copy_kinds, ex.mem_kinds
@@ -173,8 +209,7 @@ def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
     _device_common(c, n, stats)  # (their stream stat stays the file's: 0)
     if unified.any():  # unified-memory migrations: on their own line (UNIFIED_MEMORY)
         c["streamId"] = np.where(unified, UNIFIED_MEMORY, c["streamId"])
-    if "bytes" in c:
-        _set(stats, keys.BYTES, c["bytes"])
+    _bytes(stats, c, t, notes)
     src, dst = c.get("srcKind", np.full(n, -1, np.int64)), c.get("dstKind", np.full(n, -1, np.int64))
 
     def label(k: int, s: int, d: int) -> str:
@@ -187,18 +222,17 @@ def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
     return _device_part(t, c, names, keys.CAT_MEMCPY, stats)
 
 
-def fills(conn: sqlite3.Connection, ex: Export) -> Part | None:
+def fills(conn: sqlite3.Connection, ex: Export, notes: list[str]) -> Part | None:
     t = S.MEMSET
-    if not ex.has(t, *_DEVICE_COLS):
+    exprs = _device_exprs(ex, t)
+    if exprs is None:
         return None
-    exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "bytes", "value", "memKind", "graphNodeId"))
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
+    c = device_defaults(sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE))
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
-    if "bytes" in c:
-        _set(stats, keys.BYTES, c["bytes"])
+    _bytes(stats, c, t, notes)
     if "value" in c:
         _set(stats, "value", c["value"])
     mk = ex.mem_kinds
@@ -209,15 +243,16 @@ def fills(conn: sqlite3.Connection, ex: Export) -> Part | None:
 
 def syncs(conn: sqlite3.Connection, ex: Export) -> Part | None:
     t = S.SYNC
-    if not ex.has(t, *_DEVICE_COLS):
+    exprs = _device_exprs(ex, t)
+    if exprs is None:
         return None
-    exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "syncType", "eventId"))
     c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
     n = len(c["start"])
     for col in ("streamId", "eventId"):
         if col in c:
             c[col] = np.where((c[col] == NOT_APPLICABLE) | (c[col] < 0), -1, c[col])
+    device_defaults(c)
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
     if "eventId" in c:
@@ -235,14 +270,39 @@ def _host_part(table: str, c: dict[str, np.ndarray], names: tuple[np.ndarray, li
                 category[0], category[1], stats, corr)
 
 
+def _repeats(c: dict[str, np.ndarray], ours: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Which ``other`` rows (calls of another event class) repeat one of ``ours`` (runtime
+    and driver calls): the same correlation id in the same process; in a table without
+    ``correlationId`` (damaged: said), a call of ``ours`` on the same thread inside its
+    span (the repeat's span is slightly wider), found per thread (a few)."""
+    if "correlationId" in c:
+        gpid = _host_ids(c["globalTid"])[0]
+        ckey, okey = pair_keys(gpid[ours], c["correlationId"][ours], gpid[other], c["correlationId"][other])
+        ckey.sort()
+        pos = np.minimum(np.searchsorted(ckey, okey), max(len(ckey) - 1, 0))
+        return (ckey[pos] == okey) & (c["correlationId"][other] > 0) if len(ckey) else np.zeros(len(okey), bool)
+    dup = np.zeros(len(other), bool)
+    gt, start, end = c["globalTid"], c["start"], c["end"]
+    for g in unique(gt[other]).tolist():
+        mine, theirs = ours[gt[ours] == g], np.flatnonzero(gt[other] == g)
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(start[mine], kind="stable")]
+        o = other[theirs]
+        pos = np.minimum(np.searchsorted(start[mine], start[o]), len(mine) - 1)
+        inside = (start[mine[pos]] >= start[o]) & (end[mine[pos]] <= end[o])
+        dup[theirs] = inside
+    return dup
+
+
 def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part | None, int]:
     """CUDA runtime and driver calls; also the number of rows left out as copies of a call
     already read (Nsight 2022 adds a row of another event class, with the call's
     backtrace, for some calls: same correlation id, a slightly wider span)."""
     t = S.RUNTIME
-    if not ex.has(t, "start", "end", "globalTid", "correlationId", "nameId"):
+    if not ex.has(t, *S.NEEDS[t]):
         return None, 0
-    exprs = {c: c for c in ("start", "end", "globalTid", "correlationId", "nameId")}
+    exprs = _opt(ex, t, *S.NEEDS[t], *S.OPTIONAL[t])  # without correlationId or nameId: said (build.py)
     rt, drv = ex.api_classes["TRACE_PROCESS_EVENT_CUDA_RUNTIME"], ex.api_classes["TRACE_PROCESS_EVENT_CUDA_DRIVER"]
     dropped = 0
     nn = ex.tables.not_null(t)
@@ -250,25 +310,21 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
         exprs["eventClass"] = "eventClass"
     c = sqlite_db.read_columns(conn, t, exprs, not_null=nn, wide=_WIDE)
     if "eventClass" in c:
-        # a call of another class whose correlation id a runtime/driver call of its
-        # process already has is that call again: left out (runtime/driver rows first)
+        # a call of another class that repeats a runtime/driver call already read is left
+        # out (runtime/driver rows first)
         cuda = (c["eventClass"] == rt) | (c["eventClass"] == drv)
         other = np.flatnonzero(~cuda)
         if len(other):
             ours = np.flatnonzero(cuda)
-            gpid = _host_ids(c["globalTid"])[0]
-            ckey, okey = pair_keys(gpid[ours], c["correlationId"][ours], gpid[other], c["correlationId"][other])
-            ckey.sort()
-            pos = np.minimum(np.searchsorted(ckey, okey), max(len(ckey) - 1, 0))
-            dup = (ckey[pos] == okey) & (c["correlationId"][other] > 0) if len(ckey) else np.zeros(len(okey), bool)
-            del ckey, okey, pos, gpid
+            dup = _repeats(c, ours, other)
             dropped = int(dup.sum())
             take = np.concatenate([ours, other[~dup]])
             c = {k: v.take(take) for k, v in c.items()}
             del take, ours, dup
         del cuda, other
     n = len(c["start"])
-    names = strings.codes(c["nameId"], lambda vals: [_VERSION.sub("", s) for s in vals])
+    names = strings.codes(c["nameId"], lambda vals: [_VERSION.sub("", s) for s in vals]) if "nameId" in c \
+        else _one(n, "[unnamed CUDA call]")
     cls = c.get("eventClass", np.full(n, rt, np.int64))
     known = (cls == rt) | (cls == drv)
     # driver calls by class; calls of other classes by their name
@@ -276,6 +332,8 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
     drv_row = np.where(known, cls == drv, is_driver[names[0]] if len(names[1]) else False)
     category = (drv_row.astype(np.int64), [CAT_RUNTIME, CAT_DRIVER])
     stats: dict[str, Any] = {}
+    if "correlationId" not in c:
+        return _host_part(t, c, names, category, stats), dropped
     _set(stats, keys.CORRELATION_ID, c["correlationId"])
     return _host_part(t, c, names, category, stats, c["correlationId"]), dropped
 
@@ -346,10 +404,9 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
 
 def _named_host(conn: sqlite3.Connection, ex: Export, strings: Strings, table: str, category: str,
                 extra: tuple[str, ...] = ()) -> Part | None:
-    if not ex.has(table, "start", "end", "globalTid", "nameId"):
+    if not ex.has(table, *S.NEEDS[table]):
         return None
-    exprs = {c: c for c in ("start", "end", "globalTid", "nameId")}
-    exprs.update(_opt(ex, table, *extra))
+    exprs = _opt(ex, table, *S.NEEDS[table], *S.OPTIONAL[table], *extra)  # without nameId: said (build.py)
     c = sqlite_db.read_columns(conn, table, exprs, not_null=ex.tables.not_null(table), wide=_WIDE)
     n = len(c["start"])
     stats: dict[str, Any] = {}
@@ -357,7 +414,8 @@ def _named_host(conn: sqlite3.Connection, ex: Export, strings: Strings, table: s
         if col in c:
             _set(stats, {"graphNodeId": "graph node id", "graphExecId": "graph exec id",
                          "returnValue": "return value"}.get(col, col), c[col])
-    return _host_part(table, c, strings.codes(c["nameId"]), _one(n, category), stats)
+    names = strings.codes(c["nameId"]) if "nameId" in c else _one(n, "[unnamed]")
+    return _host_part(table, c, names, _one(n, category), stats)
 
 
 def os_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | None:

@@ -47,11 +47,12 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
     readers: list[Callable[[], Part | None]] = [
         lambda: T.api_calls(conn, tabs, T.RUNTIME), lambda: T.api_calls(conn, tabs, T.DRIVER),
         lambda: T.kernels(conn, tabs, strings, T.CONCURRENT_KERNEL), lambda: T.kernels(conn, tabs, strings, T.KERNEL),
-        lambda: T.copies(conn, ex), lambda: T.fills(conn, ex), lambda: _markers(conn, tabs, strings, notes)]
+        lambda: T.copies(conn, ex, notes), lambda: T.fills(conn, ex, notes),
+        lambda: _markers(conn, tabs, strings, notes)]
     unread = sorted(t for t in tabs.columns if t not in T.READ)
     got = sqlite_db.rows(conn, "SELECT version FROM Version LIMIT 1") if tabs.has("Version", "version") else []
     version = got[0][0] if got and isinstance(got[0][0], int) else None
-    trace = build(conn, readers, T.devices(conn, tabs, strings), path, unread, version, notes)
+    trace = build(conn, tabs, readers, T.devices(conn, tabs, strings), path, unread, version, notes)
     for n in trace.metadata.get(mkeys.WARNINGS, []):
         log.warning("%s: %s", path, n)
     return trace

@@ -19,7 +19,9 @@ import numpy as np
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from .. import sqlite_db
+from ..nsys import schema as nsys_schema
 from ..nsys.build import add_flows, add_part, fill_process
+from .tables import NEEDS, OPTIONAL
 from ..parts import Part, read_parts
 
 #: CUPTI timestamps from this value on (2001-09-09 in ns since the epoch) are taken as
@@ -27,10 +29,12 @@ from ..parts import Part, read_parts
 _EPOCH_FROM = 10**18
 
 
-def build(conn: sqlite3.Connection, readers: list[Callable[[], Part | None]], gpus: dict[int, dict[str, Any]],
-          path: Path, unread: list[str], version: int | None, notes: list[str] | None = None) -> Trace:
+def build(conn: sqlite3.Connection, tables: sqlite_db.Schema, readers: list[Callable[[], Part | None]],
+          gpus: dict[int, dict[str, Any]], path: Path, unread: list[str], version: int | None,
+          notes: list[str] | None = None) -> Trace:
     """The Trace of the parts ``readers`` return, the runtime and driver calls first
-    (device work takes their processes); ``notes``: warnings the readers add as they run."""
+    (device work takes their processes); ``notes``: warnings the readers add as they run;
+    ``tables``: the file's, whose damage (a table without a column) is said."""
     b = TraceBuilder()
     source_of: dict[int, int] = {}
     launches: list[tuple[np.ndarray, np.ndarray]] = []
@@ -52,8 +56,13 @@ def build(conn: sqlite3.Connection, readers: list[Callable[[], Part | None]], gp
             if not p.device:
                 launches.append((p.gpid, p.corr))
         del p, rows
-    notes = list(notes or []) + damaged
-    if not source_of:
+    notes = list(notes or []) + column_notes(conn, tables) + damaged
+    lacking = [f"{t} lacks {', '.join(miss)}" for t, miss in nsys_schema.missing(tables, NEEDS, OPTIONAL)[0].items()
+               if _has_rows(conn, t)]
+    if lacking:  # rows polyprof would read, but not the columns it reads them by: never silently left out
+        notes.append(f"{'nothing polyprof reads: ' if not source_of else ''}{'; '.join(lacking)} (columns its "
+                     "reader needs), so those rows are not read")
+    elif not source_of:
         other = [t for t in unread if _has_rows(conn, t)]
         notes.append("nothing polyprof reads: no kernel, copy, memset, runtime or driver rows (the file holds "
                      f"other data; its tables with rows: {', '.join(other[:8]) + (', ...' if len(other) > 8 else '') or 'none'})")
@@ -72,6 +81,13 @@ def build(conn: sqlite3.Connection, readers: list[Callable[[], Part | None]], gp
         md["warnings"] = notes
     b.metadata.update(md)
     return b.build()
+
+
+def column_notes(conn: sqlite3.Connection, tables: sqlite_db.Schema) -> list[str]:
+    """A warning per event table with rows read without a column it lacks (its default:
+    nsys_schema.DEFAULTS)."""
+    return [nsys_schema.defaulted_note(t, miss) for t, miss in nsys_schema.missing(tables, NEEDS, OPTIONAL)[1].items()
+            if _has_rows(conn, t)]
 
 
 def _has_rows(conn: sqlite3.Connection, table: str) -> bool:

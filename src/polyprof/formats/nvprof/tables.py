@@ -43,7 +43,15 @@ MEM_KINDS = {0: "Unknown", 1: "Pageable", 2: "Pinned", 3: "Device", 4: "Array", 
 READ = (KERNEL, CONCURRENT_KERNEL, RUNTIME, DRIVER, DEVICE, MARKER, STRINGS, nsys_schema.MEMCPY, nsys_schema.MEMSET,
         "Version", "sqlite_sequence")
 
-_DEVICE_COLS = ("start", "end", "deviceId", "streamId", "correlationId")
+_DEVICE_COLS = nsys_schema._DEVICE + nsys_schema._DEVICE_OPT
+_API_NEEDS, _API_OPT = ("start", "end", "processId", "threadId"), ("cbid", "correlationId")
+#: the columns each event table's reader needs, and those read with a default when a
+#: table lacks them (nsys_schema.missing, said in the warnings: build.py)
+NEEDS = {**{t: nsys_schema.NEEDS[t] for t in (nsys_schema.MEMCPY, nsys_schema.MEMSET)},
+         KERNEL: nsys_schema._DEVICE, CONCURRENT_KERNEL: nsys_schema._DEVICE, RUNTIME: _API_NEEDS,
+         DRIVER: _API_NEEDS, MARKER: ("flags", "timestamp", "id", "objectKind", "objectId", "name")}
+OPTIONAL = {**{t: nsys_schema._DEVICE_OPT for t in (nsys_schema.MEMCPY, nsys_schema.MEMSET, KERNEL,
+                                                      CONCURRENT_KERNEL)}, RUNTIME: _API_OPT, DRIVER: _API_OPT}
 
 
 def is_nvprof(tables: sqlite_db.Schema) -> bool:
@@ -76,13 +84,13 @@ def kernels(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings
     """``CONCURRENT_KERNEL`` (nvprof's default) or ``KERNEL`` (serialized kernels). nvprof
     keeps CUPTI's mangled name (``_Z9addKernelPiPKiS1_``), the only one its tables have;
     it is demangled, as nvprof and Nsight show it (``addKernel(int*, int const*, int const*)``)."""
-    if not tables.has(table, *_DEVICE_COLS):
+    if not tables.has(table, *nsys_schema._DEVICE):
         return None
-    exprs = {c: c for c in _DEVICE_COLS}
+    exprs = _opt(tables, table, *_DEVICE_COLS)  # a column it lacks: a default (device_defaults), said
     exprs.update(_opt(tables, table, "name", "contextId", "registersPerThread", "gridX", "gridY", "gridZ",
                       "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "graphNodeId",
                       "graphId"))
-    c = sqlite_db.read_columns(conn, table, exprs, not_null=tables.not_null(table))
+    c = nsys_tables.device_defaults(sqlite_db.read_columns(conn, table, exprs, not_null=tables.not_null(table)))
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_stats(c, stats)
@@ -98,8 +106,9 @@ def kernels(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings
 
 
 def _device_stats(c: dict[str, np.ndarray], stats: dict[str, Any]) -> None:
-    set_stat(stats, keys.CORRELATION_ID, c["correlationId"])
-    stats[keys.STREAM] = c["streamId"]
+    if "correlationId" in c:
+        set_stat(stats, keys.CORRELATION_ID, c["correlationId"])
+    set_stat(stats, keys.STREAM, c["streamId"], missing=nsys_tables.UNKNOWN_STREAM)
     stats[keys.DEVICE] = c["deviceId"]
     for col, key in (("contextId", "context"), ("graphNodeId", "graph node id"), ("graphId", "graph id")):
         if col in c:
@@ -110,43 +119,47 @@ def _device_part(table: str, c: dict[str, np.ndarray], names: tuple[np.ndarray, 
                  stats: dict[str, Any]) -> Part:
     n = len(c["start"])
     return Part(table, True, c["start"], c["end"], np.full(n, -1, np.int64), c["streamId"], c["deviceId"],
-                names[0], names[1], *one(n, category), stats, c["correlationId"])
+                names[0], names[1], *one(n, category), stats, c.get("correlationId"))
 
 
-def copies(conn: sqlite3.Connection, ex: nsys_schema.Export) -> Part | None:
-    return nsys_tables.copies(conn, ex)
+def copies(conn: sqlite3.Connection, ex: nsys_schema.Export, notes: list[str]) -> Part | None:
+    return nsys_tables.copies(conn, ex, notes)
 
 
-def fills(conn: sqlite3.Connection, ex: nsys_schema.Export) -> Part | None:
-    return nsys_tables.fills(conn, ex)
+def fills(conn: sqlite3.Connection, ex: nsys_schema.Export, notes: list[str]) -> Part | None:
+    return nsys_tables.fills(conn, ex, notes)
 
 
 def api_calls(conn: sqlite3.Connection, tables: sqlite_db.Schema, table: str) -> Part | None:
     """Runtime (``RUNTIME``) or driver (``DRIVER``) calls, named by their callback id."""
-    cols = ("cbid", "start", "end", "processId", "threadId", "correlationId")
-    if not tables.has(table, *cols):
+    if not tables.has(table, *_API_NEEDS):
         return None
-    exprs = {c: c for c in cols}
-    exprs.update(_opt(tables, table, "returnValue"))
+    exprs = _opt(tables, table, *_API_NEEDS, *_API_OPT, "returnValue")  # without cbid or correlationId: said
     c = sqlite_db.read_columns(conn, table, exprs, not_null=tables.not_null(table))
     n = len(c["start"])
     driver = table == DRIVER
-    names = combined_names([c["cbid"]], lambda cbid: apis.name(cbid, driver))
-    stats: dict[str, Any] = {"cbid": c["cbid"]}
-    set_stat(stats, keys.CORRELATION_ID, c["correlationId"], missing=0)
+    stats: dict[str, Any] = {}
+    if "cbid" in c:
+        names = combined_names([c["cbid"]], lambda cbid: apis.name(cbid, driver))
+        stats["cbid"] = c["cbid"]
+    else:
+        names = one(n, f"[unnamed CUDA {'driver' if driver else 'runtime'} call]")
+    corr = c.get("correlationId")
+    if corr is not None:
+        set_stat(stats, keys.CORRELATION_ID, corr, missing=0)
     if "returnValue" in c:
         set_stat(stats, "return value", c["returnValue"], missing=0)
     pid = c["processId"] & 0xFFFFFFFF
     return Part(table, False, c["start"], c["end"], pid << 24, c["threadId"] & 0xFFFFFFFF, zeros(n),
                 names[0], names[1], *one(n, CAT_DRIVER if driver else CAT_RUNTIME), stats,
-                np.where(c["correlationId"] > 0, c["correlationId"], -1))
+                None if corr is None else np.where(corr > 0, corr, -1))
 
 
 #: CUpti_ActivityFlag's marker bits (cupti_activity.h), and CUpti_ActivityObjectKind's
 #: process and thread
 _INSTANT, _START, _END = 1, 2, 4
 _PROCESS, _THREAD = 1, 2
-_MARKER_COLS = ("flags", "timestamp", "id", "objectKind", "objectId", "name")
+_MARKER_COLS = NEEDS[MARKER]
 
 
 def markers(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings) -> tuple[Part | None, int]:

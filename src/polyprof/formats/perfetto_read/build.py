@@ -21,6 +21,7 @@ from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
 from ..device_list import FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
 from ..native import bytes_back
+from ..safety import TIME_LIMIT_NS
 from .clocks import Clocks
 from .collector import Collector
 from .kinds import END
@@ -54,10 +55,14 @@ def build(col: Collector, path: Path) -> Trace:
     for c in sorted(set(unlinked) | set(unlinked_c)):
         warnings.append(f"clock {c} is in no clock snapshot with the trace clock: its times are kept as they are")
     kind, track = ev["kind"], ev["track"]
+    dur = ev.pop("dur")  # the joined column: changed in place
+    beyond = _beyond(kind, ts, dur, warnings)  # rows left out (kind 0: no begin or end to pair), or None
+    ct, cts = _counters_within(ct, cts, warnings)
 
     begins, ends, orphans = match(kind, track, ts)  # per track in time order, as Perfetto sorts
-    dur = ev.pop("dur")  # the joined column: changed in place
-    last = int(max(ts.max() if len(ts) else 0, (ts + dur).max() if len(ts) else 0))
+    tg, dg = (ts, dur) if beyond is None else (ts[~beyond], dur[~beyond])
+    last = int(max(tg.max(), (tg + dg).max())) if len(tg) else 0
+    del tg, dg
     closed = ends >= 0
     dur[begins[closed]] = ts[ends[closed]] - ts[begins[closed]]
     open_rows = begins[~closed]
@@ -72,7 +77,7 @@ def build(col: Collector, path: Path) -> Trace:
                         "their duration is 0")
         np.maximum(dur, 0, out=dur)
 
-    keep = kind != END
+    keep = (kind != END) & (kind != _LEFT_OUT)
     new_row = np.cumsum(keep) - 1
     rows = np.flatnonzero(keep)
     used, first = np.unique(track[rows], return_index=True)
@@ -91,13 +96,16 @@ def build(col: Collector, path: Path) -> Trace:
         for parts in col.stats.pop(key).values():
             while parts:
                 r, v = parts.pop(0)
+                if beyond is not None:  # the stats of rows left out go with them
+                    sel = keep[r]
+                    r, v = r[sel], np.asarray(v)[sel]
                 b.add_stat(key, new_row[r], v)
 
     flows = np.concatenate(col.flow_parts) if col.flow_parts else np.zeros((0, 4), np.int64)
     src, dst, ids = link(flows)
     if len(src):  # a flow on an end event is the flow of the slice it closes
         begin_of = np.arange(len(kind))
-        begin_of[kind == END] = -1
+        begin_of[(kind == END) | (kind == _LEFT_OUT)] = -1
         begin_of[ends[closed]] = begins[closed]
         src, dst = begin_of[src], begin_of[dst]
         ok = (src >= 0) & (dst >= 0) & (src != dst)
@@ -119,6 +127,37 @@ def build(col: Collector, path: Path) -> Trace:
     if warnings:
         b.metadata[mkeys.WARNINGS] = warnings
     return b.build()
+
+
+#: the kind of a row left out (:func:`_beyond`): neither a begin nor an end, not kept
+_LEFT_OUT = 0
+
+
+def _beyond(kind: np.ndarray, ts: np.ndarray, dur: np.ndarray, warnings: list[str]) -> np.ndarray | None:
+    """The rows whose time or end (on the trace clock) is beyond +-2**62 ns, marked left
+    out (their kind: ``_LEFT_OUT``) and counted in ``warnings``, as every reader treats
+    such times (``safety.TIME_LIMIT_NS``: damage, not a clock; spans past it overflow
+    int64); None where there are none."""
+    lim = TIME_LIMIT_NS
+    if not len(ts):
+        return None
+    bad = (ts < -lim) | (ts > lim) | (dur > lim - np.clip(ts, 0, lim))
+    if not bad.any():
+        return None
+    kind[bad] = _LEFT_OUT
+    warnings.append(f"{int(bad.sum()):,} event records (begins, ends, slices) left out: times beyond +-2**62 ns "
+                    "(a damaged file)")
+    return bad
+
+
+def _counters_within(ct: dict[str, np.ndarray], cts: np.ndarray, warnings: list[str]
+                     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The counter samples less those whose time is beyond +-2**62 ns (:func:`_beyond`)."""
+    ok = (cts >= -TIME_LIMIT_NS) & (cts <= TIME_LIMIT_NS)
+    if ok.all():
+        return ct, cts
+    warnings.append(f"{int((~ok).sum()):,} counter samples left out: times beyond +-2**62 ns (a damaged file)")
+    return {k: v[ok] for k, v in ct.items()}, cts[ok]
 
 
 def _described(col: Collector, ct: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

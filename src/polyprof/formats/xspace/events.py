@@ -46,6 +46,7 @@ class EventReader:
         self.flows_out: dict[int, tuple[int, int, str]] = {}
         self.flows_in: dict[int, int] = {}
         self.bad_flows = 0
+        self.backwards = 0  # events whose duration is negative, read as 0 ns long
         self.series: dict[tuple[int, str], tuple[list[int], list[float]]] = {}
         self.rows = 0  # the events read so far (their rows in the trace)
         self.pending: list[tuple[np.ndarray, ...]] = []  # their columns, given to the builder at once
@@ -70,22 +71,35 @@ class EventReader:
         c = self.cols
         counts = np.asarray([e1 - e0 for _, e0, e1, *_ in lines], np.int64)
         idx = spans(np.asarray([ln[1] for ln in lines], np.int64), counts)
-        off, dur = c.ev_off[idx], c.ev_dur[idx]
-        bad = (off < -N.TIME_LIMIT_PS) | (off > N.TIME_LIMIT_PS) | (dur < 0) | (dur > N.TIME_LIMIT_PS)
+        off, dur = c.ev_off[idx], c.ev_dur[idx]  # (copies: changed in place below)
+        # a negative offset is a time before the line's timestamp, kept (its time is the
+        # line's plus the offset); beyond +-2**62 ps is damage, refused, as every reader
+        # refuses or drops such times
+        bad = (off < -N.TIME_LIMIT_PS) | (off > N.TIME_LIMIT_PS) | (dur > N.TIME_LIMIT_PS)
         if bad.any():
             first = int(np.searchsorted(np.cumsum(counts), int(np.argmax(bad)), side="right"))
             raise TraceFormatError(self.source, f"line {lines[first][5]!r}: an event offset or duration is "
-                                                "negative or beyond 2**62 ps")
+                                                "beyond +-2**62 ps")
         del bad
+        back = np.flatnonzero(dur < 0)  # an event that ends before it starts: kept at its start, 0 ns long
+        if len(back):  # (said: reader.finish)
+            self.backwards += len(back)
+            np.maximum(dur, 0, out=dur)
         # absolute times in ns: start rounded down, end up, so nesting holds and no
         # event shorter than 1 ns turns into an instant; in place, one column at a time
         # (a big plane's temporaries are the load's peak)
         start = np.repeat(np.asarray([ln[4] for ln in lines], np.int64), counts)
         start += np.floor_divide(off, 1000)
+        if len(start) and (start.min() < -N.TIME_LIMIT_NS or start.max() > N.TIME_LIMIT_NS):
+            first = int(np.searchsorted(np.cumsum(counts), int(np.argmax(np.abs(start) > N.TIME_LIMIT_NS)),
+                                        side="right"))
+            raise TraceFormatError(self.source, f"line {lines[first][5]!r}: an event starts beyond +-2**62 ns "
+                                                "(its line's timestamp plus its offset)")
         np.remainder(off, 1000, out=off)  # the sub-ns part of the start, which the end rounds up
         off += dur
         off += 999
         length = np.floor_divide(off, 1000, out=off)
+        length[back] = 0  # (not the 1 ns a sub-ns start rounds a 0 ps event up to)
         del dur
         with_stats = len(meta.table[0]) > 0  # metadata-level stats to spread over the events
         if with_stats:

@@ -200,6 +200,11 @@ class _SpaceReader:
                                                              "not a time in ns")
         if self.ev.bad_flows:
             b.metadata.setdefault(mkeys.WARNINGS, []).append(f"{self.ev.bad_flows} damaged flow stat(s) ignored")
+        if self.ev.backwards:  # as the other readers keep them (formats/parts.Part.forward_times)
+            said = (f"{self.ev.backwards} event(s) end before they start (a negative duration: a damaged file): "
+                    "kept at their start, 0 ns long")
+            b.metadata.setdefault(mkeys.WARNINGS, []).append(said)
+            log.warning("%s: %s", self.source, said)
         if not self.stored_meta:
             b.metadata[mkeys.CLOCK_NAME] = "xspace"
         trace = b.build()
