@@ -16,7 +16,7 @@ from ..trace.core import Trace
 from ..trace.sorting import find, unique, unique_inverse, unique_rows
 from . import graph_costs
 from .common import device_view, qualified_names
-from .efficiency import _roof_share, resolve_peak
+from .efficiency import _roof_share, _window_parts, resolve_peak
 from .flops import hlo_costs, op_costs
 from .frames import empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
@@ -75,10 +75,23 @@ def kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def counted_kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`kernel_costs` of the kernels the analysed window counts (launched in its
-    steps): what ``kernel_efficiency`` sums."""
+    steps; a time window's: running in it), each for its part inside where a time
+    window's edges cut it (:func:`_counted`): what ``kernel_efficiency`` sums."""
+    rows, flops, nbytes, _ = _counted(trace)
+    return rows, flops, nbytes
+
+
+def _counted(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, flops, bytes, device ns) of the costed kernels the analysed window counts.
+    A kernel a time window's edges cut counts its part inside, as "Device time", "Top
+    device activity", ``op_efficiency`` and ``mfu`` count it (``efficiency._window_parts``):
+    its device time that part, its FLOPs and bytes in proportion, so its rates stay its
+    own; every other kernel whole."""
     rows, flops, nbytes = kernel_costs(trace)
     keep = device_view(trace).counted[np.searchsorted(cache.correlation(trace).device_rows, rows)]
-    return rows[keep], flops[keep], nbytes[keep]
+    rows, flops, nbytes = rows[keep], flops[keep], nbytes[keep]
+    share, dur = _window_parts(trace, rows, np.ones(len(rows), bool), trace.events["dur_ns"][rows].astype(np.float64))
+    return rows, flops * share, nbytes * share, dur
 
 
 def launch_precisions(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -95,7 +108,8 @@ def launch_precisions(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> Table:
     """One row per kernel name with a FLOP or byte figure (:func:`kernel_costs`), of the
-    kernels the analysed window counts (launched in its steps).
+    kernels the analysed window counts (launched in its steps; a time window's: running
+    in it, each for its part inside where its edges cut it: :func:`_counted`).
 
     Columns: ``name`` (``module/kernel`` for a kernel of a known XLA module, as
     ``kernel_breakdown`` names it), ``module`` ("" for none), ``count``, ``flops``, ``bytes``,
@@ -106,14 +120,12 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     """
     cols = ["name", "module", "count", "flops", "bytes", "device_ns", "flops_per_s", "bytes_per_s", "intensity",
             "roofline_pct", "bound_by", "op", "tensor_core"]
-    rows, flops, nbytes = counted_kernel_costs(trace)
+    rows, flops, nbytes, dur = _counted(trace)
     if not len(rows):
         return empty_frame(cols, ("name", "module", "bound_by", "op"), np.float64)
-    ev = trace.events
     corr = cache.correlation(trace)
     op_rows = graph_costs.kernel_ops(trace)[0][np.searchsorted(corr.device_rows, rows)]  # -1: XLA's, outside ops
     prec = launch_precisions(trace, rows)
-    dur = ev["dur_ns"][rows].astype(np.float64)
     codes, labels, modules = qualified_names(trace, rows)  # an XLA kernel: a row of its module, as kernel_breakdown's
     g = group_stats(codes, dur)
     o, s = g["order"], g["starts"]

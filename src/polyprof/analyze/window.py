@@ -45,6 +45,9 @@ activity running in it counted for its part inside, ``window_counting.counted_ns
 launch and start may precede it). A span or rounding asked with AUTO's steps
 (``Window(skip_first=None, span="device")``: ``--span device`` or ``--round-us`` alone)
 keeps what AUTO selects there: the recorded steps and stretches, or the time window.
+A window of its own (``--all-steps``, ``--steps``, ``--skip-first``) takes of the steps
+it asks those the recording holds whole, as AUTO's (a time window's cut steps are marks
+only; :func:`_whole`), and a time window that holds none as that window.
 What a window counts, and how much of each activity: ``analyze/window_counting.py``.
 """
 
@@ -234,12 +237,7 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray, also: str = "") ->
     trace's steps, every step is analysed and the label says so. ``also``: the label's
     words for a span or rounding asked with AUTO's steps (``--span device`` alone)."""
     said = "the steps the schedule recorded"
-    meta = trace.metadata[mkeys.SCHEDULE] if isinstance(trace.metadata[mkeys.SCHEDULE], dict) else {}
-    rec = meta.get("recorded_steps")
-    nums = np.sort(np.asarray(rec, np.int64)) if isinstance(rec, list) else None
-    pick = every[np.isin(steps.number, nums)] if nums is not None and len(nums) else every
-    if nums is not None and len(nums) and _several_drop_ins(trace):
-        pick = _in_stretches(trace, steps, every)
+    nums, pick = _recorded(trace, steps, every)
     every_words = ": every step analysed" if len(steps) else ""
     if nums is not None and not len(nums):
         timed = _timed(trace, steps, also)
@@ -258,6 +256,53 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray, also: str = "") ->
         said += _between_words(runs)
     return Selection(pick, _label(steps, pick, said), True, lo=int(steps.start[pick[0]]), hi=int(steps.end[pick[-1]]),
                      stretches=runs)
+
+
+def _recorded(trace: Trace, steps: Steps, every: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(the step numbers a schedule says it recorded whole, sorted: None where it names
+    none; the positions of those steps in the trace: every step where it names none or
+    records none whole). Several drop-ins' steps, renumbered, are told by the stretches
+    torch recorded (:func:`_in_stretches`)."""
+    meta = trace.metadata[mkeys.SCHEDULE] if isinstance(trace.metadata[mkeys.SCHEDULE], dict) else {}
+    rec = meta.get("recorded_steps")
+    nums = np.sort(np.asarray(rec, np.int64)) if isinstance(rec, list) else None
+    pick = every[np.isin(steps.number, nums)] if nums is not None and len(nums) else every
+    if nums is not None and len(nums) and _several_drop_ins(trace):
+        pick = _in_stretches(trace, steps, every)
+    return nums, pick
+
+
+def _whole(trace: Trace, steps: Steps, window: Window) -> tuple[np.ndarray | None, Selection | None]:
+    """What a window of its own (``--all-steps``, ``--steps``, ``--skip-first``) may
+    take of a trace a schedule recorded, as AUTO's (:func:`_scheduled`): (which steps
+    the recording holds whole, a mask: the steps its edges cut, which stay in the trace
+    as marks, are not analysed; None where it says none) or, where it holds no whole step
+    and says the time it recorded, that time window (:func:`_timed`) for every step asked
+    (an error for a step range or steps skipped: no step is whole)."""
+    every = np.arange(len(steps))
+    nums, pick = _recorded(trace, steps, every)
+    if nums is not None and not len(nums):
+        timed = _timed(trace, steps, window.text())
+        if timed is None:
+            return None, None
+        if window.start is None and window.stop is None and not window.skip_first:
+            return None, _under(timed, window)
+        cut = f" (steps {_runs(steps.number)} are cut by its edges, not analysed)" if len(steps) else ""
+        raise WindowError(f"{window.text()}: the recording holds no whole step{cut}; leave out --steps and "
+                          "--skip-first to analyse it as the time window it recorded")
+    if nums is None or len(pick) == len(steps) or (len(nums) and not len(pick)):
+        return None, None
+    whole = np.zeros(len(steps), bool)
+    whole[pick] = True
+    return whole, None
+
+
+def _cut_words(steps: Steps, cut: np.ndarray) -> str:
+    """The label's words for the steps a window asked that the recording cut (``cut``, a
+    mask): left out, as the default window leaves them out."""
+    n = int(cut.sum())
+    return (f"; {'steps' if n > 1 else 'step'} {_runs(steps.number[cut])} not recorded whole (cut by the "
+            f"recording's edges): not analysed")
 
 
 def _stretches(trace: Trace, steps: Steps, pick: np.ndarray) -> np.ndarray | None:
@@ -407,6 +452,12 @@ def select(trace: Trace, window: WindowArg) -> Selection:
                 and not trace.metadata.get(mkeys.SCHEDULE))
         window = window._replace(skip_first=int(warm))
         said = (f"{_skipped(steps, mkeys.CAPTURE in trace.metadata)}; " if warm else "") + window._replace(skip_first=0).text()
+    # a schedule's trace: only the steps it recorded whole, as AUTO's (those its edges cut
+    # are marks); where it recorded none whole, its time window
+    scheduled = bool(trace.metadata.get(mkeys.SCHEDULE))
+    whole, timed = _whole(trace, steps, window) if scheduled else (None, None)
+    if timed is not None:
+        return timed
     if not len(steps) and window.start is None and window.stop is None and not window.skip_first:
         changed = window.span != "steps" or window.round_us
         return Selection(every, _label(steps, every, window.text() if changed else device_extent_words(trace)),
@@ -420,15 +471,19 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         keep &= nums >= window.start
     if window.stop is not None:
         keep &= nums < window.stop
-    index = every[keep][window.skip_first:]
+    cut = keep & ~whole if whole is not None else np.zeros(len(steps), bool)
+    index = every[keep & ~cut][window.skip_first:]
     if not len(index):
         raise WindowError(f"{window.text()}: selects none of the trace's steps ("
                           + (f"its one step is {int(nums[0])})" if len(steps) == 1 else
-                             f"{len(steps)} steps, numbers {int(nums[0])}-{int(nums[-1])})"))
+                             f"{len(steps)} steps, numbers {int(nums[0])}-{int(nums[-1])})")
+                          + (f"{_cut_words(steps, cut)}; the recording holds step{'s' if whole.sum() > 1 else ''} "
+                             f"{_runs(nums[whole])} whole"
+                             if cut.any() and whole is not None else ""))
+    said += _cut_words(steps, cut) if cut.any() else ""
     # an open start with nothing skipped also counts what was launched before the first
     # step; not in a schedule's trace: what is before its first recorded step was not
     # recorded as a step (a torch drop-in's sections of its waiting steps, set-up)
-    scheduled = bool(trace.metadata.get(mkeys.SCHEDULE))
     lo = -_FAR if window.start is None and not window.skip_first and not scheduled else int(steps.start[index[0]])
     if index[-1] == len(steps) - 1:
         said += after_last_words(host_after(trace, int(steps.end[-1])), steps)
