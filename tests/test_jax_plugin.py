@@ -347,3 +347,130 @@ def test_the_programs_stop_trace_leaves_polyprofs_trace(tmp_path) -> None:
     assert "PjitFunction(<lambda>)" in set(trace.names().tolist())
     assert jax.profiler.start_trace is jax._src.profiler.start_trace  # jax's own functions back
     assert jax.profiler.stop_trace.__module__ == "jax._src.profiler"
+
+
+# ---------------------------------------------------------------- pause and resume
+class _Kept(JaxPlugin):
+    """The JAX plugin, keeping the part it hands over (the raw events, before the
+    session's cut to a window or a schedule's stretches)."""
+
+    part = None
+
+    def _collect(self):
+        self.part = super()._collect()
+        return self.part
+
+
+def _calls_in(trace, section_name):
+    """The PjitFunction calls inside each opening of section ``section_name`` (per opening)."""
+    names, cats = trace.names(), trace.categories()
+    pjit = np.flatnonzero(names == "PjitFunction(<lambda>)")
+    spans = _intervals(trace, np.flatnonzero((cats == keys.CAT_SECTION) & (names == section_name)))
+    return [int(((trace.start_ns[pjit] >= a) & (trace.end_ns[pjit] <= b)).sum()) for a, b in spans]
+
+
+def test_paused_stretches_are_not_recorded_and_threads_keep_their_names() -> None:
+    """Paused before the session starts (a window's delay), resumed and paused twice, the
+    plugin hands over the two resumed stretches only: each one recording of JAX's
+    profiler, the paused calls in none. The resumes and pauses come from another thread
+    (a window's timer): the program's thread line is still named after it (the warm-up
+    at the first JAX call, on that thread). Before, the plugin had no pause(): JAX's
+    profiler recorded the whole session, and the session dropped what lay outside."""
+    import threading
+
+    f = jax.jit(lambda a: jnp.tanh(a @ a))
+    x = f(jnp.ones((32, 32))).block_until_ready()
+
+    def on_another_thread(fn):
+        t = threading.Thread(target=fn, name="polyprof-window")
+        t.start()
+        t.join()
+
+    p = _Kept()
+    p.pause()
+    with polyprof.profile(plugins=[p]) as prof:
+        for _ in range(2):
+            with polyprof.section("paused"):
+                x = f(x).block_until_ready()
+            on_another_thread(p.resume)
+            with polyprof.section("recorded"):
+                x = f(f(x)).block_until_ready()
+            on_another_thread(p.pause)
+        with polyprof.section("paused"):
+            x = f(x).block_until_ready()
+    part, trace = p.part, prof.trace
+    assert trace.metadata["plugins"]["jax"] == "ok", trace.metadata["plugin_errors"]
+    stretches = part.metadata["jax"]["recorded_ns"]
+    assert len(stretches) == 2 and all(a < b for a, b in stretches)
+    # each between the calls of JAX's start and stop (its stop halts its tracers within ms)
+    slack = plugin_fit(trace.metadata, "jax")["uncertainty_ns"] + 100_000_000
+    inside = np.zeros(part.n_events, bool)
+    for a, b in stretches:
+        inside |= (part.start_ns >= a - slack) & (part.end_ns <= b + slack)
+    assert inside.all(), f"{int((~inside).sum())} of {part.n_events} raw events outside the recorded stretches"
+    recorded = _calls_in(trace, "recorded")  # (JAX nests two PjitFunction events per call)
+    assert recorded[0] >= 2 and recorded == [recorded[0]] * 2
+    assert _calls_in(trace, "paused") == [0, 0, 0]
+    pjit = np.flatnonzero(trace.names() == "PjitFunction(<lambda>)")
+    lines = {(trace.tracks[int(t)].tid, trace.tracks[int(t)].name) for t in trace.events["track"][pjit]}
+    assert lines == {(threading.get_native_id(), "MainThread (jax)")}
+    assert not any(n.startswith("polyprof.clock_sync") for n in trace.names())
+    assert not [t.name for t in trace.tracks if t.name.startswith("polyprof-window")], "no line of markers only"
+
+
+def test_a_schedule_records_each_active_stretch() -> None:
+    """A schedule of two cycles (wait 1 step, record 1): two recordings, each holding its
+    active step's calls and nothing of the wait steps'."""
+    f = jax.jit(lambda a: jnp.tanh(a @ a))
+    x = f(jnp.ones((32, 32))).block_until_ready()
+    p = _Kept()
+    with polyprof.profile(plugins=[p], schedule=polyprof.schedule(wait=1, active=1, repeat=2)) as prof:
+        for i in range(5):
+            with polyprof.section(f"step{i}"):
+                x = f(x).block_until_ready()
+            polyprof.step()
+    trace = prof.trace
+    assert trace.metadata["schedule"]["recorded_steps"] == [1, 3]
+    assert len(p.part.metadata["jax"]["recorded_ns"]) == 2
+    (one,), (three,) = [_calls_in(trace, f"step{i}") for i in (1, 3)]
+    assert one > 0 and one == three
+    windows = trace.metadata["schedule"]["windows_ns"]
+    pjit = np.flatnonzero(p.part.names() == "PjitFunction(<lambda>)")
+    in_any = np.zeros(len(pjit), bool)
+    for a, b in windows:
+        in_any |= (p.part.start_ns[pjit] >= a) & (p.part.end_ns[pjit] <= b)
+    assert in_any.all() and len(pjit) == one + three, "the wait steps' calls are not recorded"
+
+
+def test_the_programs_trace_while_paused_ends_polyprofs_recording(tmp_path) -> None:
+    """The program starts its own trace while polyprof's is paused: polyprof's does not
+    resume (JAX runs one trace at a time), says so, and keeps what it recorded; the
+    program's trace records as under plain python."""
+    @jax.jit
+    def before(a):
+        return (a * 3).sum()
+
+    @jax.jit
+    def during(a):
+        return (a * 2).sum()
+
+    before(jnp.ones(8)).block_until_ready()
+    during(jnp.ones(8)).block_until_ready()
+    p = _Kept()
+    with polyprof.profile(plugins=[p]) as prof:
+        before(jnp.ones(8)).block_until_ready()
+        p.pause()
+        jax.profiler.start_trace(str(tmp_path))
+        p.resume()
+        during(jnp.ones(8)).block_until_ready()
+        jax.profiler.stop_trace()
+        p.resume()
+        during(jnp.ones(8)).block_until_ready()
+    assert len(list(tmp_path.glob("plugins/profile/*/*.xplane.pb"))) == 1
+    trace = prof.trace
+    assert trace.metadata["plugins"]["jax"] == "ok", trace.metadata["plugin_errors"]
+    assert len(p.part.metadata["jax"]["recorded_ns"]) == 1
+    assert "recording ended there" in trace.metadata["jax"]["program_trace"]
+    names = set(trace.names().tolist())
+    assert "PjitFunction(before)" in names and "PjitFunction(during)" not in names
+    assert "PjitFunction(during)" in _own_profile(tmp_path)

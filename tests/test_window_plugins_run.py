@@ -14,6 +14,7 @@ recorded no torch op; a JAX program whose first JAX call came after the window c
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 
 import polyprof
 from polyprof.collect import options as opts
+from polyprof.trace.metadata_keys import plugin_fit
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -81,13 +83,41 @@ def _clean_environment(monkeypatch):
         monkeypatch.delenv(opts.env_name(name), raising=False)
 
 
-def _run(tmp_path: Path, script: str, flags: list[str], argv: tuple[str, ...] = ()) -> polyprof.Trace:
+#: ``polyprof run`` itself (``polyprof.cli.entry``, as ``python -m polyprof``), with the JAX
+#: plugin's part (the raw events it hands over, before the session cuts them to the
+#: window) summed up in the JSON file named by its first argument
+RUN_KEEPING_JAX_PART = """
+import json, sys
+from polyprof.plugins.jax import JaxPlugin
+out, sys.argv = sys.argv[1], ["polyprof", *sys.argv[2:]]
+collect = JaxPlugin._collect
+def kept(self):
+    part = collect(self)
+    ends = part.start_ns + part.dur_ns
+    with open(out, "w") as f:
+        json.dump({"n": int(part.n_events), "first": int(part.start_ns.min()), "last": int(ends.max()),
+                   "recorded_ns": part.metadata["jax"].get("recorded_ns")}, f)
+    return part
+JaxPlugin._collect = kept
+from polyprof.cli import entry
+entry()
+"""
+
+
+def _run(tmp_path: Path, script: str, flags: list[str], argv: tuple[str, ...] = (),
+         jax_part: Path | None = None) -> polyprof.Trace:
+    """The trace of ``polyprof run FLAGS script ARGV``; ``jax_part``: a JSON file for the JAX
+    plugin's raw part (``RUN_KEEPING_JAX_PART``)."""
     path = tmp_path / "prog.py"
     path.write_text(script)
     out = tmp_path / "prog.polyprof"
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(out), *flags,
-                        str(path), *argv], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    cmd = [sys.executable, "-m", "polyprof"]
+    if jax_part is not None:
+        (tmp_path / "run_keeping_jax_part.py").write_text(RUN_KEEPING_JAX_PART)
+        cmd = [sys.executable, str(tmp_path / "run_keeping_jax_part.py"), str(jax_part)]
+    r = subprocess.run([*cmd, "run", "--no-summary", "-o", str(out), *flags, str(path), *argv],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     if "LATE" in r.stdout:
         pytest.skip("the program's set-up ended after the window opened (a loaded machine): nothing to check")
@@ -132,24 +162,41 @@ def test_torch_window_inside_one_step_says_why_it_is_empty(tmp_path):
                             "the marks of the steps it cuts: the run's other events lie outside it") for w in said), said
 
 
-def test_jax_ops_and_sections_in_the_window(tmp_path):
-    """XLA ops, JAX's runtime events and the program's sections in the window are kept."""
+def test_jax_records_the_window_only(tmp_path):
+    """XLA ops, JAX's runtime events and the program's sections in the window are kept,
+    and JAX's profiler recorded the window only: the plugin is paused outside it, and the
+    window's timer resumes and pauses it as the window opens and closes, so every raw
+    event it hands over lies in the window (up to the timer's lateness at its close).
+    Before, JAX's profiler recorded the whole run from the program's first JAX call, and
+    the session dropped what lay outside the window (a loaded run: 216k events held,
+    stop() took 18 s)."""
     pytest.importorskip("jax")
-    t = _run(tmp_path, JAX, ["--plugins", "jax", "--delay", "5", "--duration", "0.6"])
+    raw = tmp_path / "jax_part.json"
+    t = _run(tmp_path, JAX, ["--plugins", "jax", "--delay", "5", "--duration", "0.6"], jax_part=raw)
     cats = t.categories()
     assert len(_inside(t, cats == "xla_op")) > 10, _warnings(t)
     assert len(_inside(t, cats == "xla_runtime")) > 10
     assert len(_inside(t, t.names() == "work")) >= 2
     assert t.metadata["schedule"]["recorded_steps"] == [2, 3]
-    # (a loaded machine may add "jax: stop() took 18.3 s": JAX records the whole run, not the window only)
     assert not [w for w in _warnings(t) if "recorded nothing" in w or w.startswith("session:")]
+    part = json.loads(raw.read_text())
+    lo, hi = t.metadata["schedule"]["windows_ns"][0]
+    unc = plugin_fit(t.metadata, "jax")["uncertainty_ns"]
+    early, late = (lo - part["first"]) / 1e6, (part["last"] - hi) / 1e6
+    assert early <= unc / 1e6 and late < 500, \
+        f"raw events from {early:.1f} ms before the window opened to {late:.1f} ms after it closed ({part['n']:,})"
+    assert part["recorded_ns"] is not None and len(part["recorded_ns"]) == 1, part
+    (a, b), = part["recorded_ns"]  # JAX's start and stop called at the opening and at the close
+    assert lo <= a and hi <= b, (a - lo, b - hi)
+    assert a - unc <= part["first"]
 
 
 def test_jax_first_call_after_the_window_says_why_it_is_empty(tmp_path):
     """JAX's profiler starts at the program's first JAX call; one after the window closed
     (`import jax` takes seconds on a loaded machine: the audit's `--delay 1 --duration
     0.3` of a several-second jitted loop) leaves the window empty. Before, the trace
-    said "0 events" and nothing else."""
+    said "0 events" and nothing else. (JAX, paused since the window closed, records
+    nothing after it either: no event in the whole run, as the session says.)"""
     pytest.importorskip("jax")
     t = _run(tmp_path, JAX_LATE, ["--plugins", "jax", "--delay", "0.3", "--duration", "0.3"])
     said = _warnings(t)
@@ -158,4 +205,4 @@ def test_jax_first_call_after_the_window_says_why_it_is_empty(tmp_path):
                             "the program's first JAX call") and "after the window closed (at 0.600 s)" in w
                for w in said), said
     assert any(w.startswith("session: the window (delay=0.3 s, duration=0.3 s, 0.300-0.600 s) holds no event: "
-                            "the run's") for w in said), said
+                            "no plugin recorded any event in the whole run") for w in said), said

@@ -16,7 +16,7 @@ The schedule counts the same boundaries, so its step numbers are the Steps line'
 its step 0 begins at the session's start: a schedule that records step 0 records the
 set-up before it too, outside the trace's steps.
 
-What it saves: plugins that can pause (``pause()`` / ``resume()``: torch) record only
+What it saves: plugins that can pause (``pause()`` / ``resume()``: torch, jax, cupti) record only
 in warm-up and active steps, so a long run holds only those; every other plugin (the
 host's sections, OpenCL) records as usual and its events outside the active steps are
 dropped when the session assembles the trace. The trace keeps the events that overlap
@@ -187,10 +187,11 @@ class Timed:
 
     The window is exact on the session clock: events outside it are dropped when the
     trace is assembled (as a schedule's). Plugins that can pause are paused outside it,
-    so a long run holds only the window: those that may be paused from any thread at
-    the moment the window opens or closes (a timer), those whose profiler state belongs
-    to the program's thread (``session_thread_only``: torch) at the next step boundary
-    on that thread (``polyprof.step()`` or a detected optimizer step) or at the end.
+    so a long run holds only the window: those that may be paused from any thread
+    (:func:`by_clock`: jax, cupti) at the moment the window opens or closes (a timer),
+    those whose profiler state belongs to the program's thread (``session_thread_only``:
+    torch) at the next step boundary on that thread (``polyprof.step()`` or a detected
+    optimizer step) or at the end.
 
     So such a plugin records whole steps from the first boundary after the window opens
     to the first after it closes (its ``stretches``): the window's recorded steps
@@ -252,7 +253,7 @@ class Timed:
         with self._lock:
             self.recording = want
             for p in self.plugins:
-                if on_thread or not getattr(p, "session_thread_only", False):
+                if on_thread or by_clock(p):
                     self._apply(p, want, t_ns)
 
     def _apply(self, plugin: object, want: bool, t_ns: int) -> bool:
@@ -282,7 +283,7 @@ class Timed:
             if self.first_boundary is None and t_ns >= self.open_ns:
                 self.first_boundary = t_ns
             for p in self.plugins:
-                if getattr(p, "session_thread_only", False):
+                if not by_clock(p):
                     resumed |= self._apply(p, self.recording, t_ns)
         return resumed
 
@@ -349,9 +350,9 @@ class Timed:
 
         if getattr(plugin, "idle", False) or (part.n_events and overlapping(part, [(lo, hi)]).any()):
             return ""
-        if getattr(plugin, "pause", None) is None:
-            return self._late(plugin, part, hi)
         got = self.stretches.get(id(plugin))
+        if getattr(plugin, "pause", None) is None or (got is None and hasattr(plugin, "began_ns")):
+            return self._late(plugin, part, hi)
         head = f"recorded nothing in the window ({self.text()})"
         if got is None:  # paused and resumed by the clock
             return f"{head}: its {part.n_events:,} events lie outside it" if part.n_events else ""
@@ -430,10 +431,18 @@ def follow(drv: Driver | Timed, times: list[int]) -> Callable[[int], None]:
     return told
 
 
+def by_clock(plugin: object) -> bool:
+    """Whether a window pauses and resumes ``plugin`` from its timer thread at the moment it
+    opens and closes: every plugin but those whose profiler state belongs to the program's
+    thread (``session_thread_only``: torch), unless its ``pauses_from_any_thread`` says it
+    may be paused from any thread though it starts on the program's (jax)."""
+    return not getattr(plugin, "session_thread_only", False) or bool(getattr(plugin, "pauses_from_any_thread", False))
+
+
 def step_bound(plugin: object) -> bool:
     """Whether a plugin is paused and resumed at step boundaries on the program's thread
     (torch), not at the moment a window opens or closes."""
-    return bool(getattr(plugin, "session_thread_only", False)) and getattr(plugin, "pause", None) is not None
+    return not by_clock(plugin) and getattr(plugin, "pause", None) is not None
 
 
 def _say(trace: Trace, plugin: str, message: str) -> None:

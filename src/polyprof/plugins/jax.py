@@ -1,16 +1,21 @@
-"""The JAX plugin: drives ``jax.profiler`` for the session and ingests the XSpace it
+"""The JAX plugin: drives ``jax.profiler`` for the session and ingests the XSpaces it
 writes (host TraceMe annotations, XLA ops with ``hlo_op`` / ``hlo_module`` /
-``program_id``, device planes on GPU/TPU, ``StepTraceAnnotation`` steps).
-
-Clock: JAX (TSL) stores times in the XSpace as ns since the profile start, whose
-wall-clock time is recorded in the file; polyprof's clock is CLOCK_MONOTONIC. At start
-and stop the plugin brackets a TraceMe annotation between two ``perf_counter_ns()``
-reads: each bracket bounds the offset between the two clocks, and the bounds give the
-offset and its uncertainty (``metadata["clock_sync"]["jax"]``). Should the markers be
-missing, the session's wall anchor and the profile start time are used instead.
+``program_id``, device planes on GPU/TPU, ``StepTraceAnnotation`` steps; the clock and
+threads: plugins/jax_xspace.py).
 
 Start: when the program's first JAX call makes JAX's backends, not at the session's start
 (the program chooses its devices first: :meth:`JaxPlugin._start`).
+
+Pause: a time window (``--delay`` / ``--duration``) or a schedule pauses it outside what
+it records (:meth:`JaxPlugin.pause`, :meth:`JaxPlugin.resume`): JAX's profiler is stopped
+there, so a long run holds only the window, and each stretch recorded is a recording of
+its own (one XSpace each, merged at collect). A window pauses and resumes it from its
+timer thread at the moment it opens and closes (``pauses_from_any_thread``), not at a
+step boundary: JAX's profiler is not bound to a thread, and a JAX program seldom calls
+``polyprof.step()``. Paused at the program's first JAX call, it makes a warm-up
+recording there (markers only, on the program's thread: they name that thread's line in
+the recordings a timer thread starts; and a device tracer's first start is paid there,
+not in the window).
 
 The program's own trace: JAX runs one at a time. When the program starts one
 (``jax.profiler.trace()``, ``start_trace``), polyprof's JAX recording ends first (what it
@@ -19,14 +24,14 @@ plain python (plugins/jax_handover.py). It is not started again in that session.
 
 Options: ``python_tracer`` (default False: JAX's Python function tracer is costly and
 polyprof sections already cover the host), ``host_tracer_level`` (default 2),
-``keep_logdir`` (a directory to keep JAX's profile in, for TensorBoard/XProf).
+``keep_logdir`` (a directory to keep JAX's profiles in, for TensorBoard/XProf: the first
+recording's under it, each later one's under ``recording-<k>/`` in it).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
-import math
 import shutil
 import sys
 import tempfile
@@ -35,21 +40,16 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..collect.clock import now_ns
 from ..collect.importhook import ImportHook
 from ..collect.plugin import Availability, Plugin, SessionContext
-from ..errors import PluginError
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
-from ..trace.stats import StatColumn, StatTable
-from ..trace.sorting import unique
 from .jax_handover import ProfilerGate
+from .jax_xspace import Recording, ingest
 
 log = logging.getLogger("polyprof")
 
-_SYNC = "polyprof.clock_sync"
 #: the warnings of a hand-over to the program's own jax.profiler trace (JAX runs one at a time)
 _STARTED_FIRST = "the program started its own jax.profiler trace before polyprof's JAX recording began"
 _RUNNING = "the program's own jax.profiler trace was running when polyprof's JAX recording would begin"
@@ -65,12 +65,21 @@ class JaxPlugin(Plugin):
     default = False
     #: start and stop on the program's thread (as JAX's own start in the program's first JAX
     #: call is): the clock markers made there tell which of JAX's thread lines is that
-    #: thread (``_name_threads``)
+    #: thread (plugins/jax_xspace.py)
     session_thread_only = True
+    #: but paused and resumed from any thread: a time window's timer does it at the moment the
+    #: window opens and closes, not at the next step boundary (collect/schedule.py ``by_clock``)
+    pauses_from_any_thread = True
     #: when its recording begins, for a time window that closed before it (collect/schedule.py)
     begins_at = "the program's first JAX call (JAX's profiler starts when JAX makes its backends)"
-    #: when polyprof's JAX recording began (session clock; None: not yet, or never)
+    #: when polyprof's JAX recording could begin, the program's first JAX call (session clock;
+    #: None: not yet, or never); paused then, it begins at the resume
     began_ns: int | None = None
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._lock = threading.Lock()
+        self._paused = False  # a window's delay, a schedule's wait steps: pause() may come before start()
 
     @staticmethod
     def conformance_workload(seconds: float) -> None:
@@ -104,14 +113,13 @@ class JaxPlugin(Plugin):
         backends exist, else when the program's own first JAX call makes them (the
         import of jax, then JAX's ``xla_bridge.backends`` wrapped until then). A program
         that never uses JAX pays nothing."""
-        self._lock = threading.Lock()
-        self._begun = False
+        self._ready = False  # JAX's backends exist: polyprof's recordings may run
         self._hook: ImportHook | None = None
         self._wrapped: tuple[Any, Any, Any] | None = None  # (xla_bridge, its backends, the wrapper)
-        self._brackets: list[tuple[str, int, int]] = []
-        self._bracket_threads: dict[str, tuple[int, str]] = {}  # "start"/"stop": (OS thread id, name)
+        self._recordings: list[Recording] = []  # the warm-up's and each stretch recorded
         self._gate: ProfilerGate | None = None  # in front of JAX's start_trace / stop_trace
         self._session: object | None = None  # polyprof's running JAX trace (JAX's ProfilerSession)
+        self._live = False  # one of polyprof's recordings runs (also where JAX has no gate)
         self._yielded = ""  # why the program's own trace ended polyprof's, or kept it from beginning
         if "jax" in sys.modules:
             self._when_backends_exist()
@@ -139,7 +147,7 @@ class JaxPlugin(Plugin):
 
         def backends() -> Any:
             out = original()
-            if not self._begun:
+            if not self._ready:
                 try:
                     self._begin()
                 except Exception as e:  # never raised into the program's JAX call
@@ -151,34 +159,110 @@ class JaxPlugin(Plugin):
         self._wrapped = (xb, original, backends)
 
     def _begin(self) -> None:
-        import jax.profiler as jp
-
+        """JAX's backends exist (the program's thread): the first recording starts, or,
+        paused, the warm-up runs (:meth:`_warm_up`)."""
         with self._lock:
-            if self._begun or self._state != "started" or self._yielded:
+            if self._ready or self._state != "started" or self._yielded:
                 return
             if self._program_traces():
                 return
-            self._begun = True  # first: start_trace calls backends() again
+            self._ready = True  # first: start_trace calls backends() again
             self._unwrap()
             keep = self.options.get("keep_logdir")
             self._logdir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="polyprof-jax-"))
             self._owns_dir = not keep
             if self._owns_dir:  # also removed if this plugin is never collected
                 weakref.finalize(self, shutil.rmtree, self._logdir, True)
-            opts = jp.ProfileOptions()
-            opts.python_tracer_level = 1 if self.options.get("python_tracer", False) else 0
-            opts.host_tracer_level = int(self.options.get("host_tracer_level", 2))
             try:
-                (self._gate.start_trace if self._gate else jp.start_trace)(str(self._logdir), profiler_options=opts)
+                if self._paused:
+                    self._warm_up()
+                else:
+                    self._record()
             except BaseException:
-                self._begun = False
+                self._ready = False
                 if self._owns_dir:
                     shutil.rmtree(self._logdir, ignore_errors=True)
                 raise
             self.began_ns = now_ns()
-            self._session = self._gate.current() if self._gate else None
-            self._brackets = self._bracket(jp, "start")
-            self._bracket_threads["start"] = _this_thread()
+
+    def _options(self) -> Any:
+        import jax.profiler as jp  # JAX only once the program uses it (discovery imports this module)
+
+        opts = jp.ProfileOptions()
+        opts.python_tracer_level = 1 if self.options.get("python_tracer", False) else 0
+        opts.host_tracer_level = int(self.options.get("host_tracer_level", 2))
+        return opts
+
+    def _record(self) -> None:
+        """A recording of polyprof's begins (self._lock held), on the calling thread: the
+        program's at its first JAX call or at a schedule's step, a window's timer's there."""
+        import jax.profiler as jp  # JAX only once the program uses it (discovery imports this module)
+
+        k = sum(not r.warm for r in self._recordings)
+        rec = Recording(self._logdir if k == 0 else self._logdir / f"recording-{k}", began_ns=now_ns())
+        (self._gate.start_trace if self._gate else jp.start_trace)(str(rec.logdir), profiler_options=self._options())
+        self._session = self._gate.current() if self._gate else None
+        self._live = True
+        self._recordings.append(rec)
+        rec.mark(jp, "start")
+
+    def _end_recording(self) -> None:
+        """The running recording of polyprof's ends (self._lock held): JAX writes its XSpace."""
+        import jax.profiler as jp  # JAX only once the program uses it (discovery imports this module)
+
+        rec = self._recordings[-1]
+        self._session, self._live = None, False
+        try:
+            rec.mark(jp, "stop")
+        finally:
+            rec.ended_ns = now_ns()  # JAX's stop halts its tracers within ms, then writes the XSpace (seconds)
+            (self._gate.stop_trace if self._gate else jp.stop_trace)()
+
+    def _warm_up(self) -> None:
+        """Paused at the program's first JAX call (self._lock held): JAX's profiler started
+        and stopped once there, on the program's thread, with clock markers only. Its
+        XSpace names the program's thread line in the recordings that a window's timer
+        thread starts (their markers are on that thread); and a device tracer's first start
+        (CUPTI's, on a GPU) is paid there, not when the window opens. On the CPU the first
+        start took 0.1 ms and the stop 5-10 ms (writing the XSpace)."""
+        import jax.profiler as jp  # JAX only once the program uses it (discovery imports this module)
+
+        rec = Recording(self._logdir / "warm-up", warm=True)
+        try:
+            (self._gate.start_trace if self._gate else jp.start_trace)(str(rec.logdir),
+                                                                        profiler_options=self._options())
+        except Exception as e:  # the resume starts it then (and says what fails)
+            log.debug("plugin jax: the warm-up did not start: %s: %s", type(e).__name__, e)
+            return
+        try:
+            rec.mark(jp, "start")
+        finally:
+            (self._gate.stop_trace if self._gate else jp.stop_trace)()
+        self._recordings.append(rec)
+
+    # ------------------------------------------------------------------ pause and resume
+    def pause(self) -> None:
+        """Stretches not to record (a window's delay and end, a schedule's wait steps): the
+        running recording ends, kept; also before start() (nothing then runs)."""
+        with self._lock:
+            self._paused = True
+            if self._state == "started" and self._live and self._owns_current_or_ungated():
+                self._end_recording()
+
+    def resume(self) -> None:
+        """Recording again: a new recording (none before the program's first JAX call, none
+        once the program's own trace took JAX's profiler)."""
+        with self._lock:
+            self._paused = False
+            if self._state != "started" or not self._ready or self._yielded or self._live:
+                return
+            if self._gate is not None and self._gate.current() is not None:  # one the gate did not see
+                self._give_way(_RUNNING + "; this session records no more JAX events (JAX runs one trace at a time)")
+                return
+            self._record()
+
+    def _owns_current_or_ungated(self) -> bool:
+        return self._gate is None or self._owns_current()
 
     @property
     def idle(self) -> bool:
@@ -186,6 +270,7 @@ class JaxPlugin(Plugin):
         before polyprof's began (its own warning says so; collect/schedule.py)."""
         return self.began_ns is None and bool(getattr(self, "_yielded", ""))
 
+    # ------------------------------------------------------------------ hand-over
     def _program_traces(self) -> bool:
         """Whether the program's own JAX trace runs or is starting on this thread (inside
         JAX's start_trace, which made the backends): then polyprof's does not begin."""
@@ -200,7 +285,8 @@ class JaxPlugin(Plugin):
         return True
 
     def _give_way(self, why: str) -> None:
-        """Never begin (self._lock held): the program's own trace has JAX's profiler."""
+        """Never begin, or record no more (self._lock held): the program's own trace has
+        JAX's profiler."""
         self._yielded = why
         self._unwrap()
         if self._hook is not None:
@@ -210,22 +296,21 @@ class JaxPlugin(Plugin):
 
     def _program_starts(self) -> None:
         """The program calls JAX's start_trace (through the gate, before JAX's own): end
-        polyprof's trace, its recording kept, or give up beginning one. Never raises."""
-        import jax.profiler as jp
-
+        polyprof's trace, its recording kept, or give up beginning one (or resuming one:
+        paused). Never raises."""
         try:
             with self._lock:
-                gate = self._gate
-                if gate is not None and self._owns_current():
-                    self._session, self._yielded = None, _ENDED
-                    try:
-                        self._brackets += self._bracket(jp, "stop")
-                        self._bracket_threads["stop"] = _this_thread()
-                    finally:
-                        gate.stop_trace()  # JAX's own: the recording goes to polyprof's logdir
+                if self._state != "started" or self._yielded:
+                    return
+                if self._gate is not None and self._live and self._owns_current():
+                    self._yielded = _ENDED
+                    self._end_recording()  # JAX's own stop: the recording goes to polyprof's logdir
                     self._warn(self._yielded)
-                elif not self._begun and not self._yielded and self._state == "started":
-                    self._give_way(_STARTED_FIRST + _NO_JAX)  # before JAX's start_trace makes the backends
+                elif any(not r.warm for r in self._recordings):  # paused: resumes no more
+                    self._yielded = _ENDED
+                    self._warn(self._yielded)
+                else:  # before JAX's start_trace makes the backends, or paused before any recording
+                    self._give_way(_STARTED_FIRST + _NO_JAX)
         except Exception as e:  # the program's call goes on as without polyprof
             self._warn(f"ending polyprof's jax.profiler trace for the program's failed: {e!r}")
 
@@ -247,179 +332,43 @@ class JaxPlugin(Plugin):
                 xb.backends = original
             self._wrapped = None
 
-    @staticmethod
-    def _bracket(jp: Any, tag: str) -> list[tuple[str, int, int]]:
-        """TraceMes named ``polyprof.clock_sync.<tag>.<i>``, each between two monotonic reads."""
-        out = []
-        for i in range(3):
-            name = f"{_SYNC}.{tag}.{i}"
-            a = now_ns()
-            with jp.TraceAnnotation(name):
-                pass
-            b = now_ns()
-            out.append((name, a, b))
-        return out
-
     def _stop(self) -> None:
-        """Stop polyprof's JAX trace, only if the running one is still polyprof's: a trace
-        the program started is the program's to stop (polyprof's has ended before it)."""
-        import jax.profiler as jp
-
+        """Stop polyprof's running JAX trace, only if the running one is still polyprof's: a
+        trace the program started is the program's to stop (polyprof's has ended before it)."""
         with self._lock:
             if self._hook is not None:
                 self._hook.remove()
                 self._hook = None
             self._unwrap()
-            ours = self._gate is None or self._owns_current()
-            gate, self._gate, self._session = self._gate, None, None
-            if gate is not None:
-                gate.remove()
-            if not self._begun or self._yielded:
-                return
-            if not ours:  # ended by a stop_trace the gate did not see: its export is in our logdir
-                self._warn("polyprof's jax.profiler trace was ended by the program before the session's end")
-                return
+            gate = self._gate
             try:
-                self._brackets += self._bracket(jp, "stop")
-                self._bracket_threads["stop"] = _this_thread()
+                if self._live and self._owns_current_or_ungated():
+                    self._end_recording()
+                elif self._live:  # ended by a stop_trace the gate did not see: its export is in our logdir
+                    self._recordings[-1].ended_ns = now_ns()
+                    self._warn("polyprof's jax.profiler trace was ended by the program before the session's end")
             finally:
-                (gate.stop_trace if gate else jp.stop_trace)()
+                self._gate, self._session, self._live = None, None, False
+                if gate is not None:
+                    gate.remove()
 
     # ------------------------------------------------------------------ collect
     def _collect(self) -> Trace:
-        from ..formats import xspace
+        if not any(not r.warm for r in self._recordings):  # no JAX backend, or paused throughout
+            from ..trace.builder import TraceBuilder  # a part with no events only
 
-        if not self._begun:  # the program never made a JAX backend
-            from ..trace.builder import TraceBuilder
-
+            if self._ready:  # the warm-up's files (and the directory, polyprof's own)
+                shutil.rmtree(self._logdir if self._owns_dir else self._logdir / "warm-up", ignore_errors=True)
             b = TraceBuilder()
-            b.metadata[mkeys.JAX] = {"jax_used": bool(self._yielded)}
+            b.metadata[mkeys.JAX] = {"jax_used": self._ready or bool(self._yielded)}
             if self._yielded:
                 b.metadata[mkeys.JAX]["program_trace"] = self._yielded
             return b.build()
+        assert self.ctx is not None
         try:
-            files = sorted(self._logdir.glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
-            if not files:
-                raise PluginError(f"jax.profiler wrote no .xplane.pb under {self._logdir}")
-            trace = xspace.load(files[-1])
+            return ingest(self._recordings, self.ctx, self._warn, kept=not self._owns_dir, yielded=self._yielded)
         finally:
             if self._owns_dir:
                 shutil.rmtree(self._logdir, ignore_errors=True)
-        sync = self._align(trace)
-        return self._finish(trace, sync, None if self._owns_dir else str(files[-1]))
-
-    def _align(self, trace: Trace) -> dict[str, Any]:
-        """Move the XSpace's times onto the session clock; returns how it was done."""
-        from ..trace import clock  # here: every session's discovery imports this module
-
-        assert self.ctx is not None
-        names = trace.names() if trace.n_events else np.zeros(0, object)
-        start, end = trace.start_ns, trace.end_ns
-        # a marker inside the bracket [a, b]: its start maps to >= a, its end to <= b
-        lo_o: list[int] = []
-        lo_h: list[int] = []
-        hi_o: list[int] = []
-        hi_h: list[int] = []
-        for name, a, b in self._brackets:
-            rows = np.flatnonzero(names == name)
-            if len(rows) == 1:
-                r = rows[0]
-                lo_o.append(int(start[r]))
-                lo_h.append(a)
-                hi_o.append(int(end[r]))
-                hi_h.append(b)
-        xs_meta = trace.metadata.get(mkeys.XSPACE, {})
-        wall0 = xs_meta.get("profile_start_time_ns")
-        anchor = self.ctx.wall_anchor
-        wall_offset = None
-        if wall0 is not None:  # xspace t=0 is wall time wall0; mono = wall - (wall_ns - mono_ns)
-            wall_offset = int(wall0) - (anchor["wall_ns"] - anchor["mono_ns"])
-        info: dict[str, Any] = {"xspace_clock": trace.metadata.get(mkeys.CLOCK_NAME, "")}
-        fit = None
-        if lo_o:  # XProf's times are wall-clock based: the host's rate, an offset unless stepped
-            fit = clock.fit_bounds(lo_o, lo_h, hi_o, hi_h, max_drift_ppm=0.0, method="traceme_bracket", warn=False)
-            if not fit.consistent:
-                fit = clock.fit_bounds(lo_o, lo_h, hi_o, hi_h, method="traceme_bracket_drift")
-        if fit is not None and fit.consistent:
-            info.update(fit.to_dict(), uncertainty_ns=int(math.ceil(fit.bound_ns)), brackets=len(lo_o))
-            if wall_offset is not None:  # how far the wall-clock route would have been off
-                info["wall_route_error_ns"] = wall_offset - fit.offset_ns
-        elif wall_offset is not None:
-            fit = clock.constant(wall_offset, int(anchor.get("uncertainty_ns", 0)) + 1_000_000, "wall_anchor")
-            info.update(fit.to_dict(), uncertainty_ns=int(fit.bound_ns))
-            self.ctx.warn(self.name, "clock-sync markers missing from the JAX profile; aligned by wall "
-                                     "clock (about 1 ms uncertainty)")
-        else:
-            fit = None
-            info.update(method="none", offset_ns=0, uncertainty_ns=None)
-            self.ctx.warn(self.name, "the JAX profile has no start time: its times are not aligned")
-        if fit is not None:
-            clock.retime(trace, fit, record=False)
-        return info
-
-    def _name_threads(self, trace: Trace) -> None:
-        """JAX numbers its threads by a hash of its own (7606383263603107252) and names the
-        main one after the process: the line holding the clock markers made on a thread
-        gets that thread's OS id and name (``MainThread (jax)``), so its JAX calls are the
-        same thread as the program's sections, marks and torch ops there
-        (``derive.memo.threads``)."""
-        for tag, (tid, name) in self._bracket_threads.items():
-            lines = unique(trace.events["track"][_named(trace, f"{_SYNC}.{tag}.")])
-            if len(lines) == 1 and trace.tracks[int(lines[0])].kind == "thread":
-                line = trace.tracks[int(lines[0])]
-                line.tid, line.name = tid, f"{name} (jax)"
-
-    def _finish(self, trace: Trace, sync: dict[str, Any], kept: str | None) -> Trace:
-        """Drop the markers and the file-level metadata that would override the session's."""
-        drop = _named(trace, _SYNC)
-        self._name_threads(trace)
-        trace = _without_rows(trace, drop) if drop.any() else trace
-        env = next((p for p in trace.planes if p.name == "Task Environment"), None)
-        xs = dict(trace.metadata.get(mkeys.XSPACE, {}))
-        meta: dict[str, Any] = {mkeys.CLOCK_SYNC: {},
-                                mkeys.JAX: {"xspace": {k: xs[k] for k in ("hostnames", "errors", "warnings",
-                                                                       "profile_start_time_ns",
-                                                                       "profile_stop_time_ns") if k in xs}}}
-        if env is not None:
-            meta[mkeys.JAX]["task_environment"] = {k: v for k, v in env.properties.items() if not isinstance(v, bytes)}
-        if kept:
-            meta[mkeys.JAX]["xplane"] = kept
-        if self._yielded:
-            meta[mkeys.JAX]["program_trace"] = self._yielded
-        for err in xs.get("errors", []):
-            assert self.ctx is not None
-            self.ctx.warn(self.name, f"jax.profiler: {err}")
-        fit = {**sync, "bound_ns": sync.get("bound_ns", math.inf if sync.get("uncertainty_ns") is None
-                                            else float(sync["uncertainty_ns"]))}
-        for plane in {p.name for p in trace.planes}:  # the XSpace's clock, mapped onto the session's
-            mkeys.record_fit(meta, plane, self.name, fit)
-        trace.metadata = meta
-        return trace
-
-
-def _named(trace: Trace, prefix: str) -> np.ndarray:
-    """Per event, whether its name starts with ``prefix`` (tested once per distinct name)."""
-    hit = np.fromiter((s.startswith(prefix) for s in trace.strings), bool, len(trace.strings))
-    return hit[trace.events["name"]] if len(hit) else np.zeros(trace.n_events, bool)
-
-
-def _this_thread() -> tuple[int, str]:
-    return threading.get_native_id(), threading.current_thread().name
-
-
-def _without_rows(trace: Trace, drop: np.ndarray) -> Trace:
-    """``trace`` minus the events where ``drop`` is True (stats and flows follow)."""
-    keep = ~drop
-    new_index = np.cumsum(keep) - 1
-    events = {k: v[keep] for k, v in trace.events.items()}
-    stats = {}
-    for key, col in trace.stats.items():
-        m = keep[col.rows]
-        if m.any():
-            stats[key] = StatColumn(new_index[col.rows[m]], col.values[m])
-    fl = trace.flows
-    fm = keep[fl["src"]] & keep[fl["dst"]] if len(fl["src"]) else np.zeros(0, bool)
-    flows = {"src": new_index[fl["src"][fm]], "dst": new_index[fl["dst"][fm]], "id": fl["id"][fm],
-             "category": fl["category"][fm]}
-    return Trace(trace.strings, trace.planes, trace.tracks, events, StatTable(stats), flows, trace.counters,
-                 trace.metadata).validate()
+            else:
+                shutil.rmtree(self._logdir / "warm-up", ignore_errors=True)
