@@ -240,10 +240,10 @@ def test_broken_entry_points_are_each_skipped_with_one_warning(tmp_path, site):
     assert doc["overview"]["events"] == 3 and "acme_kernel_totals" in doc["tables"]
     warnings = [ln for ln in err.splitlines() if "WARNING" in ln]
     for group, name, why in (("polyprof.formats", "acme-missing", "cannot import it (ModuleNotFoundError"),
-                             ("polyprof.formats", "acme-int", "it gives a int, not a polyprof.formats.registry.Format"),
+                             ("polyprof.formats", "acme-int", "it gives an int, not a polyprof.formats.registry.Format"),
                              ("polyprof.formats", "acme-dup", "the name 'chrome-json' is taken by a built-in one"),
                              ("polyprof.analyses", "acme-attr", "cannot import it (AttributeError"),
-                             ("polyprof.findings", "acme-rule-int", "it gives a int, not a rule")):
+                             ("polyprof.findings", "acme-rule-int", "it gives an int, not a rule")):
         mine = [w for w in warnings if f"{group} entry point {name!r} of acme_broken" in w]
         assert len(mine) == 1 and why in mine[0], (name, err)
     assert len(warnings) == 5, err

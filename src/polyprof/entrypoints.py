@@ -456,6 +456,12 @@ def _checked(ep: EntryPoint, check: Callable[[object, EntryPoint], T]) -> T | st
         return f"it raised {type(e).__name__}: {one_line(e)}"
 
 
+def a_type(obj: object) -> str:
+    """``obj``'s type with its article, for what an entry point gave: "an int", "a str"."""
+    name = type(obj).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def skip(group: str, ep: EntryPoint, why: str) -> None:
     """One warning for an entry point that is not used, and its line in :data:`SKIPPED`."""
     SKIPPED.append((group, ep, why))

@@ -11,7 +11,9 @@ Another package adds analyses through the ``polyprof.analyses`` entry-point grou
 ``polyprof.findings`` (``(trace, t) -> list[Finding]``), found once per process when
 every table or finding is asked for (:func:`analyses`, :func:`extension_rules`). One that
 raises, or returns what is not a table, gives an empty table and one warning; a rule that
-raises or returns what is not a list of findings gives none and one warning.
+raises or returns what is not a list of findings gives none and one warning. Both are
+given the analysed window as a trace of its own (``analyze/package_trace.py``), not the
+window's view that the built-in analyses read.
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ def extensions() -> tuple[Analysis, ...]:
 def _analysis_of(obj: object, ep: entrypoints.EntryPoint) -> Analysis:
     a = obj if isinstance(obj, Analysis) or not callable(obj) else obj()
     if not isinstance(a, Analysis):
-        raise entrypoints.ExtensionError(f"it gives a {type(a).__name__}, not a polyprof.analyze.registry.Analysis")
+        raise entrypoints.ExtensionError(f"it gives {entrypoints.a_type(a)}, not a polyprof.analyze.registry.Analysis")
     if not isinstance(a.name, str) or not a.name.strip():
         raise entrypoints.ExtensionError("its Analysis has no name")
     if not callable(a.function) and not (isinstance(a.function, str) and ":" in a.function):
@@ -231,8 +233,9 @@ def _run_extension(a: Analysis, tables: Tables) -> Table:
             raise ValueError(f"{a.name!r} needs itself (through {', '.join(sorted(tables._running - {a.name}))})")
         tables._running.add(a.name)
         inputs = [tables[n] for n in a.needs]
+        trace = _package_trace(tables.trace)
         with entrypoints.quiet():
-            return a.run(tables.trace, *inputs)
+            return a.run(trace, *inputs)
     except Exception as e:  # noqa: BLE001 - a vendor's table must not fail the summary
         _warn_once(a.name, f"{_ORIGIN.get(a.name, a.name)}: the analysis failed ({type(e).__name__}: "
                            f"{one_line(e)}); its table {a.name!r} is left empty")
@@ -257,7 +260,7 @@ def extension_rules() -> tuple[tuple[str, Callable[..., object]], ...]:
 
 def _rule_of(obj: object, ep: entrypoints.EntryPoint) -> Callable[..., object]:
     if not callable(obj) or isinstance(obj, type):
-        raise entrypoints.ExtensionError(f"it gives a {type(obj).__name__}, not a rule (trace, t) -> list[Finding]")
+        raise entrypoints.ExtensionError(f"it gives {entrypoints.a_type(obj)}, not a rule (trace, t) -> list[Finding]")
     if not hasattr(obj, "__module__") or not hasattr(obj, "__qualname__"):
         raise entrypoints.ExtensionError("its rule is not a function")
     return obj
@@ -267,19 +270,29 @@ def extension_findings(trace: Trace, t: Callable[[str], Table]) -> list[Finding]
     """What the rules of other packages find; a rule that raises or gives anything but a
     list of findings gives none, with one warning."""
     out: list[Finding] = []
-    for where, rule in extension_rules():
+    rules = extension_rules()
+    mine = _package_trace(trace) if rules else trace
+    for where, rule in rules:
         try:
             with entrypoints.quiet():
-                got: Any = rule(trace, t)
+                got: Any = rule(mine, t)
             found = list(got)
             bad = next((f for f in found if not isinstance(f, Finding)), None)
             if bad is not None:
-                raise TypeError(f"it gave a {type(bad).__name__} among its findings, not a Finding")
+                raise TypeError(f"it gave {entrypoints.a_type(bad)} among its findings, not a Finding")
         except Exception as e:  # noqa: BLE001 - a vendor's rule must not fail the summary
             _warn_once(where, f"{where}: the finding rule failed ({type(e).__name__}: {one_line(e)}); skipped")
             continue
         out.extend(found)
     return out
+
+
+def _package_trace(trace: Trace) -> Trace:
+    """The window of ``trace`` (a report's view) as a trace of its own: what another
+    package's analysis and rule read (``analyze/package_trace.py``)."""
+    from .package_trace import package_trace  # only where another package's table or rule runs
+
+    return package_trace(trace)
 
 
 def _warn_once(key: str, message: str) -> None:

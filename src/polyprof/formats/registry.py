@@ -346,7 +346,7 @@ def _format_of(obj: object, ep: entrypoints.EntryPoint) -> Format:
     writer and sniffs wrapped in polyprof's guards."""
     fmt = obj if isinstance(obj, Format) or not callable(obj) else obj()
     if not isinstance(fmt, Format):
-        raise entrypoints.ExtensionError(f"it gives a {type(fmt).__name__}, not a polyprof.formats.registry.Format")
+        raise entrypoints.ExtensionError(f"it gives {entrypoints.a_type(fmt)}, not a polyprof.formats.registry.Format")
     if not isinstance(fmt.name, str) or not fmt.name.strip():
         raise entrypoints.ExtensionError("its Format has no name")
     if not fmt.reader and not fmt.writer:

@@ -6,7 +6,10 @@ columns first (``rank`` in a job, then its text columns: what names a row), then
 numbers in the order it gives them; cells are formatted by the column's name and type
 as the HTML report formats every cell (``*_ns`` a duration, ``*_pct`` a share,
 ``*bytes`` a size). At the terminal's width the rightmost numbers go first, then the
-other key columns; a table keeps its first key and its first number.
+other key columns, and only then is a text column narrowed: the first text column (what
+names a row) keeps at least ``grid.NAME_FLOOR`` (24) cells, as the built-in tables keep
+their names, while there is a column left to leave out. A table keeps ``rank``, its
+first text column (else its first column) and its first number.
 """
 
 from __future__ import annotations
@@ -76,19 +79,22 @@ def header(name: str) -> str:
     return (name[:-3] if name.endswith("_ns") else name).replace("_", " ")
 
 
-def terminal_columns(table: Any) -> tuple[list[Spec], list[str]]:
-    """The columns ``grid._table`` shows of ``table``, and which of them are text
-    (narrowed and shortened, never the numbers, when the table is too wide)."""
+def terminal_columns(table: Any) -> tuple[list[Spec], list[str], list[str]]:
+    """The columns ``grid._table`` shows of ``table``, which of them are text (narrowed
+    and shortened, never the numbers, when the table is too wide) and which one names a
+    row (its first text column: kept as wide as a name while columns can be left out)."""
     keys, values = ordered(table)
+    texts = [c for c in keys if _is_text(column(table, c))]
+    kept = {"rank", (texts or keys or values)[0], *values[:1]}
     specs: list[Spec] = []
     for c in keys + values:
         fmt = formatter(c, column(table, c))
         head = header(c)
-        if c == (keys or values)[0] or (values and c == values[0]):
+        if c in kept:
             specs.append((c, head, fmt))
         else:  # dropped at the terminal's width: numbers (rightmost first) before other keys
             specs.append((c, head, fmt, 2 if c in values else 1))
-    return specs, [c for c in keys if _is_text(column(table, c))]
+    return specs, texts, texts[:1]
 
 
 def html_tables(tables: Mapping[str, Any], records: Callable[[Any, list[str]], Any]) -> list[dict[str, Any]]:
@@ -107,5 +113,5 @@ def parts(out: Callable[[Any], None], tables: Mapping[str, Any], top: int, width
     laid out by ``table`` (``grid._table``) at ``width`` with ``top`` rows."""
     for _, title, t in third_party(tables):
         if len(t):
-            cols, texts = terminal_columns(t)
-            out(table(title, t, cols, top, width, texts=texts))
+            cols, texts, names = terminal_columns(t)
+            out(table(title, t, cols, top, width, texts=texts, names=names))

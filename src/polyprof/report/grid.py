@@ -28,13 +28,17 @@ NAME_COLUMNS = ("name", "launch_name", "plane", "stream", "device", "op", "top_o
 LOW_COLUMNS = ("kind", "category")
 
 
-def _floor(c: str, head: str, need: int, cells: list[str]) -> int:
+#: how narrow a column of names may become before optional columns are left out
+NAME_FLOOR = 24
+
+
+def _floor(c: str, head: str, need: int, cells: list[str], names: tuple[str, ...] | list[str] = ()) -> int:
     """The narrowest text column ``c`` may become before optional columns are dropped:
-    24 cells for names; a kind or category its header's width (at least 7); a device or
-    stream what its names need once shortened (``GPU:4``, ``Stream #135``; up to 16);
-    another 10."""
-    if c in ("name", "launch_name"):
-        return min(need, 24)
+    :data:`NAME_FLOOR` (24) cells for names (and the columns ``names`` that name a row);
+    a kind or category its header's width (at least 7); a device or stream what its
+    names need once shortened (``GPU:4``, ``Stream #135``; up to 16); another 10."""
+    if c in ("name", "launch_name") or c in names:
+        return min(need, NAME_FLOOR)
     if c in LOW_COLUMNS:
         return min(need, max(len(head), 7))
     if c in NAME_COLUMNS:
@@ -51,7 +55,8 @@ def _one_value(a: np.ndarray) -> bool:
 
 
 def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
-           rows: np.ndarray | None = None, texts: tuple[str, ...] | list[str] = ()) -> "Grid":
+           rows: np.ndarray | None = None, texts: tuple[str, ...] | list[str] = (),
+           names: tuple[str, ...] | list[str] = ()) -> "Grid":
     """A table of ``df`` (of its rows at the positions ``rows``, when given: as
     ``df.iloc[rows]`` without building that frame): (column, header, formatter[,
     optional]). Optional columns
@@ -59,7 +64,9 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     not fit ``width`` characters; then text columns are narrowed (kinds and categories
     first, then the widest) and their texts shortened (names by what their parts mean,
     ``report/names.py``, then cut where the rows differ). Numbers and headers of numeric
-    columns are always shown in full. ``texts``: more text columns than :data:`TEXT_COLUMNS`."""
+    columns are always shown in full. ``texts``: more text columns than :data:`TEXT_COLUMNS`;
+    ``names``: those of them that name a row (another package's key column), kept as
+    wide as a name (:data:`NAME_FLOOR`) until the optional columns are left out."""
     text, values = TEXT_COLUMNS + tuple(texts), {c: column(df, c) for c, *_ in cols}
     if rows is not None:
         values = {c: v[rows] for c, v in values.items()}
@@ -88,7 +95,7 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     # how narrow each column may become: only for a table wider than the terminal (a name
     # column's floor shortens every name, report/names.py); one that fits is left as it is
     floor = need if fits(keep, need) else {
-        c: _floor(c, h, need[c], cells[c]) if c in text else need[c] for c, h, *_ in cols}
+        c: _floor(c, h, need[c], cells[c], names) if c in text else need[c] for c, h, *_ in cols}
     # drop columns with nothing to show first (every row "-": a CPU-only job's device
     # shares), then optional columns, highest priority number first, then rightmost first
     blank = [c for c in cols[1:] if shown and all(x == "-" for x in cells[c[0]])]

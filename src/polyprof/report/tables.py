@@ -44,9 +44,10 @@ class Report(Record):
 def build(trace: Trace, window: WindowArg = AUTO, leave_out: Collection[str] = ()) -> Report:
     """Every table and finding of the steps ``window`` selects (``analyze/window.py``;
     by default every step but the first, which holds the warm-up, when there are three
-    or more). ``Report.trace`` is the window's view of ``trace``. ``leave_out``: tables
-    left out, for a report that shows none of them (the terminal's ``terminal.NOT_SHOWN``):
-    not computed, but by a finding that reads one (for itself)."""
+    or more). ``Report.trace`` is the window's view of ``trace`` (other packages' tables
+    and rules read the window as a trace of its own: ``analyze/package_trace.py``).
+    ``leave_out``: tables left out, for a report that shows none of them (the terminal's
+    ``terminal.NOT_SHOWN``): not computed, but by a finding that reads one (for itself)."""
     trace = view(trace, window)
     if leave_out:
         t = Tables(trace)

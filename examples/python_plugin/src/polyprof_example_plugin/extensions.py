@@ -6,6 +6,10 @@
   read into the Trace the plugin makes and written from any Trace's ``gc`` events;
 - ``GC_PAUSES``: an analysis table (group ``polyprof.analyses``): pauses per generation;
 - ``long_gc_pauses``: a finding rule (group ``polyprof.findings``) reading that table.
+
+Both are given the analysed window as a trace of its own (by default every step but the
+warm-up; ``--steps``): its events and its ``span_ns`` are the window's, so they need no
+window logic of their own.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from polyprof.trace.builder import TraceBuilder
 from polyprof.trace.core import Trace
 
 MAGIC = b"GCPAUSES 1\n"
-#: gc pauses that take more than this share of the trace's span make a finding
+#: gc pauses that take more than this share of the analysed window's span make a finding
 PAUSE_SHARE = 5.0
 
 
@@ -76,7 +80,7 @@ GC_LOG = Format("gc-pause-log", "garbage-collector pauses as text (GCPAUSES 1), 
 
 def gc_pauses(trace: Trace) -> Table:
     """Columns: ``generation`` (int), ``pauses``, ``total_ns``, ``max_ns``: the ``gc genN``
-    events of every thread, by generation."""
+    events of every thread, by generation (``trace`` holds the analysed window's events)."""
     ev = trace.events
     names = np.asarray(trace.strings, object)[ev["name"]] if len(ev["name"]) else np.zeros(0, object)
     gen = np.array([int(n[6:]) if n.startswith("gc gen") and n[6:].isdigit() else -1 for n in names.tolist()],
@@ -95,13 +99,14 @@ GC_PAUSES = Analysis("gc_pauses", "polyprof_example_plugin.extensions:gc_pauses"
 
 
 def long_gc_pauses(trace: Trace, t: Callable[[str], Table]) -> list[Finding]:
-    """A finding when garbage-collector pauses take more than :data:`PAUSE_SHARE` % of the span."""
+    """A finding when garbage-collector pauses take more than :data:`PAUSE_SHARE` % of the
+    analysed window (``trace.span_ns``: the window's span, ``gc_pauses`` its pauses)."""
     table = t("gc_pauses")
     start, end = trace.span_ns
     total = int(table["total_ns"].sum()) if len(table) else 0
     if end <= start or 100.0 * total / (end - start) < PAUSE_SHARE:
         return []
     share = 100.0 * total / (end - start)
-    return [Finding("gc_pauses_long", f"garbage-collector pauses take {share:.0f}% of the run", "medium", "/host:gc",
-                    {"gc_ns": total, "span_ns": end - start, "share_pct": round(share, 1)},
+    return [Finding("gc_pauses_long", f"garbage-collector pauses take {share:.0f}% of the time analysed", "medium",
+                    "/host:gc", {"gc_ns": total, "span_ns": end - start, "share_pct": round(share, 1)},
                     suggestion="make less cyclic garbage, or gc.freeze() after start-up")]
