@@ -6,6 +6,7 @@
 - ``polyprof.formats.kineto._gather``: one field of many decoded Kineto events as a column;
 - ``polyprof.formats.kineto._tokens``: slices of Kineto ``traceEvents`` tokenized into columns;
 - ``polyprof.formats.kineto._nesting``: the slice enclosing each slice (flow binding), one loop;
+- ``polyprof.formats.kineto._skip``: the extent of a long top-level Kineto JSON value, checked, in blocks;
 - ``polyprof.plugins.opencl._profinfo``: OpenCL commands' profiling timestamps in one loop;
 - ``polyprof.plugins.cupti._cuptibuf``: CUPTI's activity buffers kept and walked in C;
 - ``polyprof.plugins.nvtx._nvtxinject``: polyprof's NVTX injection library (a plain shared
@@ -24,7 +25,8 @@
 the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` and
 ``polyprof.formats.xspace.decode.IMPLEMENTATION``, ``polyprof.formats.kineto.deferred.IMPLEMENTATION``,
 ``polyprof.formats.kineto.gather.IMPLEMENTATION``, ``polyprof.formats.kineto.tokenized.IMPLEMENTATION``,
-``polyprof.formats.kineto.flows.IMPLEMENTATION``, ``polyprof.formats.perfetto_read.walked.IMPLEMENTATION``,
+``polyprof.formats.kineto.flows.IMPLEMENTATION``, ``polyprof.formats.kineto.toplevel.IMPLEMENTATION``,
+``polyprof.formats.perfetto_read.walked.IMPLEMENTATION``,
 ``polyprof.formats.perfetto_wire.IMPLEMENTATION``, ``polyprof.formats.kineto_memory.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
 ``polyprof.plugins.nvtx.recorder.library()``, ``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``,
@@ -75,6 +77,7 @@ setup(cmdclass={"build_ext": build_ext_stamped}, ext_modules=[
     Extension("polyprof.formats.kineto._gather", ["src/polyprof/formats/kineto/_gather.c"], optional=True),
     Extension("polyprof.formats.kineto._tokens", ["src/polyprof/formats/kineto/_tokens.c"], optional=True),
     Extension("polyprof.formats.kineto._nesting", ["src/polyprof/formats/kineto/_nesting.c"], optional=True),
+    Extension("polyprof.formats.kineto._skip", ["src/polyprof/formats/kineto/_skip.c"], optional=True),
     Extension("polyprof.plugins.opencl._profinfo", ["src/polyprof/plugins/opencl/_profinfo.c"], optional=True),
     Extension("polyprof.plugins.cupti._cuptibuf", ["src/polyprof/plugins/cupti/_cuptibuf.c"], optional=True),
     Extension("polyprof.plugins.nvtx._nvtxinject", ["src/polyprof/plugins/nvtx/_nvtxinject.c"], optional=True),

@@ -5,8 +5,9 @@ is cut into slices of whole events; msgspec decodes each slice straight into sma
 structs (only the fields the reader uses; ``ts`` and ``dur`` kept as their JSON text), and
 each slice becomes NumPy columns straight away, so the parsed JSON of the whole file never
 exists at once. A slice that does not parse is mended on its own or refused at its
-fault's byte, line and column of the file (``faults.py``); only a document whose events
-array is not found near its start is parsed in one piece.
+fault's byte, line and column of the file (``faults.py``). The other members of the
+top-level object are read one at a time, a value over 16 MiB only scanned (``toplevel.py``);
+only a document of at most 64 MiB with no events array is parsed in one piece.
 
 Mapping to the Trace: host processes -> ``/host:CPU`` planes (thread tracks), devices ->
 ``/device:<KIND>:<N>`` planes (one track per stream), ``X``/``i``/``I``/``B``-``E`` ->
@@ -20,9 +21,10 @@ The stages, one module each (Perfetto's tokenizer/parser split):
 - ``slicing.py``: the ``traceEvents`` array cut into slices of whole events, each read by
   the compiled tokenizer into columns (``tokenized.py`` + ``_tokens.c``, which also takes
   the args analyses look up by row: ``taken.py``), or decoded by
-  msgspec into the structs of ``events.py`` where it does not read a slice exactly (the
-  rest of the document parsed apart; a slice that does not parse mended by
-  ``lenient.py`` or its fault placed in the file by ``faults.py``);
+  msgspec into the structs of ``events.py`` where it does not read a slice exactly (a
+  slice that does not parse mended by ``lenient.py`` or its fault placed in the file by
+  ``faults.py``); the members around the array walked by ``toplevel.py``, a long value
+  scanned by ``_skip.c``;
 - ``collector.py``: each slice -> NumPy columns (codes through ``codes.py``, exact ns
   through ``numbers.py``, flow endpoints through ``flows.py``), args kept as JSON text
   with the correlation ids typed at load (``ids.py``, ``args.py``);

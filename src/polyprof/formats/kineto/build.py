@@ -19,6 +19,7 @@ from .deferred import DeferredArgs
 from .devices import categorise_device_events, device_planes, legacy_plane, tf_line
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
+from .toplevel import not_read
 from ...trace import metadata_keys as mkeys
 from ...trace.sorting import median
 
@@ -319,6 +320,7 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
     warnings = []
     repaired = top.get("__repaired__") or {}
     meta.pop("__repaired__", None)
+    skipped = meta.pop("__not_read__", None) or {}  # top-level values too long to read (toplevel.py)
     # one line: what was left out and why (phases not read, lenient.Dropped's reasons), and what was repaired
     left_out = [f"{n} x ph={p}" for p, n in sorted(col.skipped.items())]
     left_out += [f"{n} {r}" for r, n in sorted(col.dropped.counts.items())]
@@ -328,6 +330,7 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
                         (f" (JSON repaired: {fixed})" if fixed else ""))
     elif fixed:
         warnings.append(f"kineto: JSON repaired: {fixed}")
+    warnings += [not_read(k, n) for k, n in skipped.items()]
     samples = top.get("samples")
     if isinstance(samples, list) and samples:  # a sampling profile's (Chrome's, Hermes') CPU samples
         warnings.append(f"kineto: the file's {len(samples)} CPU samples ('samples', 'stackFrames') are not read; "

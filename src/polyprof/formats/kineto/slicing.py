@@ -2,18 +2,22 @@
 
 The tokenizer stage: text comes in as decompressed blocks; the array is cut at event
 boundaries (a ``}`` followed by ``,`` and ``{``, checked by decoding), so the parsed
-JSON of the whole file never exists at once. What follows the array is parsed as the
-rest of the top-level object. A slice that does not parse is mended on its own where
-``lenient.repair`` can (a raw control character in a string, a trailing comma) and is
-otherwise refused at its fault's byte of the file (``faults.py``): memory stays bounded by
-a slice (by the largest event), whatever the file holds. Only a document whose events
-array is not found in its first 64 MiB, and the end of the array with what follows it,
-are parsed in one piece, as orjson parses them.
+JSON of the whole file never exists at once. A slice that does not parse is mended on
+its own where ``lenient.repair`` can (a raw control character in a string, a trailing
+comma) and is otherwise refused at its fault's byte of the file (``faults.py``). The
+array's end is found by msgspec's check of the text read (what follows the array is
+"trailing characters"), so the last slice is cut there. The members of the top-level
+object before and after the array are walked one at a time (``toplevel.py``): a value of
+up to 16 MiB is parsed, a longer one (Chrome's ``systemTraceEvents``, V8's
+``stackFrames``) only scanned for its extent, checked as it goes, and named in a warning.
+So memory stays bounded by a slice (by the largest event) and 16 MiB of a top-level
+value, whatever the file holds. Only a document with no events array (or broken before
+one), of at most 64 MiB, is parsed in one piece, for orjson's and lenient.repair's word on
+what it is; a longer one is judged from its walk.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Callable, Iterator, Union
 
@@ -23,14 +27,15 @@ import orjson
 from . import lenient
 
 from ...errors import TraceFormatError
+from ..inflate import Decompressed
 from .faults import Broken, first_fault, located, unmended
 from .events import _DECODE_DOC_EVENTS, _DECODE_EVENTS, _Event
+from .toplevel import Text, TopLevel, add_counts, extent
 
 #: Text handed to the decoder at a time (whole events); bounds the parsed objects alive at once.
 CHUNK_BYTES = 256 << 10
-_SLURP_LIMIT = 64 << 20  # no events array found within this much text: parse in one piece
+_SLURP_LIMIT = 64 << 20  # a document with no events array, of at most this much text: parsed in one piece
 _NEAR_END = 65536  # a slice broken this near its cut: the cut is wrong (inside an event), not the text
-_TE_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
 
 
@@ -102,110 +107,135 @@ def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
 
 def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
             scan: Callable[[bytearray, int], tuple | None] | None) -> Iterator[Slice]:
-    buf = bytearray()
-    prefix: bytes | None = None
-    is_list = False
-    start = 0
-    it = iter(blocks)
-    for blk in it:
-        buf += blk
-        j = _skip_ws(buf, 0)
-        if j >= len(buf):
-            continue
-        if buf[j] == 0x5B:  # '[': the JSON Array Format
-            prefix, is_list, start = b"", True, j + 1
-            break
-        if buf[j] != 0x7B:
-            break
-        m = _TE_RE.search(buf)
-        if m:
-            prefix, start = bytes(buf[:m.end() - 1]), m.end()
-            break
-        if len(buf) > _SLURP_LIMIT:
-            break
-    if prefix is None:  # no events array found: let the full parser judge the document
-        yield from _slurp(path, bytes(buf), it, top)
+    text = Text(blocks)
+    c = text.peek()
+    if c is None:
+        raise TraceFormatError(path, "empty file")
+    walk = None
+    if c == 0x7B:  # '{': the JSON Object Format, its members walked up to the events array
+        text.pos += 1
+        walk = TopLevel(text, top)
+        try:
+            found, fault = walk.members(first=True), None
+        except Broken as e:
+            found, fault = False, e
+        if not found:
+            yield from _no_events(path, walk, fault)
+            return
+    elif c == 0x5B:  # '[': the JSON Array Format
+        text.pos += 1
+        top["__list__"] = True
+    else:  # no JSON object or array: let the full parser judge the document
+        yield from _reread(path, top)
         return
-    body = buf[start:]
-    del buf
-    base = start  # the byte of the file's text that body starts at
+    body, base = text.buf[text.pos:], text.base + text.pos  # base: the byte of the file's text that body starts at
+    text.buf = bytearray()
     need = CHUNK_BYTES  # body's length before the next cut (doubled after a cut not found)
     repaired: dict[str, int] = {}
+    end = None  # the array's closing bracket in body, once found
     try:
-        while True:
+        while end is None:
             while len(body) < need:
-                more = next(it, None)
+                more = next(text.it, None)
                 if more is None:
                     break
                 body += more
-            if len(body) < need:
-                break  # end of input: the rest is handled by _tail
+            if len(body) < need:  # the end of the input
+                end = _array_end(body, last=True)
+                if end is None and walk is None:  # the Array Format may omit its closing bracket
+                    body = bytearray(bytes(body).rstrip().rstrip(b","))
+                    end = len(body)
+                elif end is None:
+                    raise Broken("unexpected end of data", len(body))
+                break
             cut = _cut(body, scan)
-            if cut is None:  # no whole events found: a fault (refused here), or a long event
-                _check(body, prefix, is_list)
+            if cut is None:  # no whole events found: the array's end, a fault (refused here) or a long event
+                end = _array_end(body, last=False)
                 need = 2 * len(body)  # each byte checked a bounded number of times
                 continue
             events, nxt = cut[0], cut[1]
-            for k, v in (cut[2] if len(cut) > 2 else {}).items():
-                repaired[k] = repaired.get(k, 0) + v
+            add_counts(repaired, cut[2] if len(cut) > 2 else {})
             del body[:nxt]
             base += nxt
             need = CHUNK_BYTES
             yield events
             del events, cut
+        events, counts = _last(body, end, scan)
+        add_counts(repaired, counts)
     except Broken as e:
         raise TraceFormatError(path, located(path, e.what, base + e.at)) from None
     if repaired:
-        top["__repaired__"] = repaired
-    yield from _end(path, body, (prefix, is_list, base), top, scan)
-
-
-def _end(path: Path, body: bytearray, where: tuple[bytes, bool, int], top: dict[str, Any],
-         scan: Callable[[bytearray, int], tuple | None] | None) -> Iterator[Slice]:
-    """The tail: the last events, the closing bracket, then the rest of the top-level
-    object (``where``: the text before the array, whether it is the Array Format, and the
-    byte of the file's text that ``body`` starts at)."""
-    prefix, is_list, base = where
-    tail = _tail(body, is_list, scan)
-    if tail is None:
-        yield from _slurp(path, prefix + b"[" + bytes(body), iter(()), top, (len(prefix) + 1, base))
-        return
-    events, suffix = tail
+        add_counts(top.setdefault("__repaired__", {}), repaired)
     if events:
         yield events
-    if is_list:
-        top["__list__"] = True
-        return
-    data = prefix + b"[]" + suffix
+    del events
+    text.buf, text.base, text.pos = body[end + 1:], base + end + 1, 0  # what follows the array
+    del body
     try:
-        rest = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        bad = first_fault(data, e) or Broken(e.msg, 0)
-        at = bad.at if bad.at < len(prefix) else base + len(body) - len(suffix) + bad.at - len(prefix) - 2
-        raise TraceFormatError(path, located(path, bad.what, at).replace(
-            "invalid JSON", "invalid JSON after the traceEvents array", 1)) from None
-    if not isinstance(rest, dict):
-        raise TraceFormatError(path, "invalid JSON around the traceEvents array")
-    rest.pop("traceEvents", None)
-    top.update(rest)
+        if walk is not None:
+            walk.members(first=False)
+            walk.finish()
+        elif text.peek() is not None:
+            raise Broken("trailing characters", text.base + text.pos)
+    except Broken as e:
+        said = located(path, e.what, e.at)
+        raise TraceFormatError(path, said if walk is None else
+                               said.replace("invalid JSON", "invalid JSON after the traceEvents array", 1)) from None
 
 
-def _check(body: bytearray, prefix: bytes, is_list: bool) -> None:
-    """Raise :class:`Broken` (at its byte of ``body``) for a fault in the events read so
-    far that ``lenient.repair`` does not mend. An array that ends in ``body`` is no fault
-    when what follows it continues the document (read on, to the end: ``_tail``)."""
-    text = b"[" + bytes(body)
-    bad = unmended(text)
-    if bad is None:
+def _no_events(path: Path, walk: TopLevel, fault: Broken | None) -> Iterator[list[_Event]]:
+    """A JSON object whose members end (or break) before a ``traceEvents`` array: a
+    document of at most 64 MiB is parsed whole, as orjson and ``lenient.repair`` judge
+    it (what it is, or its fault); a longer one is judged from its walk."""
+    top = walk.top
+    if walk.text.within(_SLURP_LIMIT):
+        top.clear()
+        yield from _reread(path, top)
         return
-    if bad.what == "trailing characters" and not is_list:  # the array ended: the rest must continue the object
-        after, end = prefix + b"[]", text.rfind(b"]", 0, bad.at) + 1  # (msgspec's byte: past the next comma)
-        more = unmended(after + text[end:])
-        if more is None:
-            return
-        if more.at >= len(after):
-            raise Broken(more.what, more.at - len(after) + end - 1)
-    raise Broken(bad.what, bad.at - 1)
+    if fault is not None:
+        raise TraceFormatError(path, located(path, fault.what, fault.at))
+    raise _not_a_trace(path, walk.document(), walk.events_type)
+
+
+def _reread(path: Path, top: dict[str, Any]) -> Iterator[list[_Event]]:
+    """The document read again and parsed whole (:func:`_slurp`)."""
+    blocks = Decompressed(path, CHUNK_BYTES).blocks()
+    yield from _slurp(path, next(blocks, b""), blocks, top)
+
+
+def _array_end(body: bytearray, last: bool) -> int | None:
+    """The closing bracket of the events array in ``body`` (its text from after the ``[``
+    or a cut; ``last``: up to the end of the input), or None where the array goes on past
+    ``body``. Raises :class:`Broken` (at its byte of ``body``) for a fault that
+    ``lenient.repair`` does not mend."""
+    kind, at, what = extent(b"[" + bytes(body), last)
+    if kind == "fault":
+        raise Broken(what, at - 1)
+    return at - 2 if kind == "end" else None
+
+
+def _last(body: bytearray, end: int, scan: Callable[[bytearray, int], tuple | None] | None
+          ) -> tuple[Slice, dict[str, int]]:
+    """The events of ``body`` up to the array's end (its closing bracket, or where it is
+    left out: ``end``), and what was mended in them."""
+    if not body[:end].strip():
+        return [], {}
+    columns = scan(body, end) if scan is not None else None
+    if columns is not None:
+        return columns, {}
+    text = b"".join((b"[", memoryview(body)[:end], b"]"))
+    try:
+        return _decode_events(text), {}
+    except orjson.JSONDecodeError as e:
+        fixed, counts = lenient.repair(text)
+        if not counts:
+            bad = first_fault(text, e) or Broken(e.msg, 0)
+            raise Broken(bad.what, bad.at - 1) from None
+        try:
+            return _decode_events(fixed), counts
+        except orjson.JSONDecodeError as again:
+            bad = first_fault(fixed, again) or Broken(again.msg, 0)
+            raise Broken(bad.what, lenient.original_offset(text, bad.at) - 1) from None
 
 
 def _cut(body: bytearray, scan: Callable[[bytearray, int], tuple | None] | None = None) -> tuple | None:
@@ -241,53 +271,8 @@ def _cut(body: bytearray, scan: Callable[[bytearray, int], tuple | None] | None 
     return None
 
 
-_ARRAY_END = re.compile(rb"}\s*\]")
-
-
-def _tail(body: bytearray, is_list: bool,
-          scan: Callable[[bytearray, int], tuple | None] | None = None) -> tuple[Slice, bytes] | None:
-    """Split the last events of the array from what follows its closing bracket.
-
-    Candidates are ``}`` ``]`` pairs from the left; the first that parses is the end (a
-    pair inside an event or a string leaves brackets or quotes open, so it cannot parse).
-    The tokenizer tries each first: what it reads, msgspec would (it is the stricter).
-    """
-    j = _skip_ws(body, 0)
-    if j < len(body) and body[j] == 0x5D:  # empty array
-        return [], bytes(body[j + 1:])
-    tries = 0
-    for m in _ARRAY_END.finditer(body):
-        r = m.end() - 1
-        columns = scan(body, r) if scan is not None else None
-        if columns is not None:
-            suffix = bytes(body[r + 1:])
-            if is_list and suffix.strip():
-                return None
-            return columns, suffix
-        try:
-            events: Slice = _DECODE_EVENTS(b"[" + bytes(body[:r]) + b"]")
-        except (msgspec.DecodeError, UnicodeDecodeError):  # incl. ValidationError: the full parse names it
-            tries += 1
-            if tries > 64:
-                return None
-            continue
-        suffix = bytes(body[r + 1:])
-        if is_list and suffix.strip():
-            return None
-        return events, suffix
-    if is_list:  # the Array Format may omit the closing bracket
-        try:
-            return _DECODE_EVENTS(b"[" + bytes(body).rstrip().rstrip(b",") + b"]"), b""
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            return None
-    return None
-
-
-def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any],
-           origin: tuple[int, int] = (0, 0)) -> Iterator[list[_Event]]:
-    """Parse the whole document (odd layouts, broken files: orjson says what is wrong).
-    ``origin`` (n, b): bytes of ``head`` from the n-th on are those of the file's text from
-    byte b on (the bytes before, the file's first)."""
+def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
+    """Parse the whole document (odd layouts, broken files: orjson says what is wrong)."""
     more = next(it, None)
     if more is not None:  # more than the head: refuse a head that is broken before it is joined to the rest
         fault = unmended(head)
@@ -309,26 +294,16 @@ def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any],
             doc, fault = None, Broken(got.what, lenient.original_offset(data, got.at))
         if doc is None:
             fault = fault or first_fault(data, e) or Broken(e.msg, 0)
-            at = fault.at if fault.at < origin[0] else origin[1] + fault.at - origin[0]
-            raise TraceFormatError(path, located(path, fault.what, at) + _json_lines(data)) from None
+            raise TraceFormatError(path, located(path, fault.what, fault.at) + _json_lines(data)) from None
         data = fixed
-        before = top.get("__repaired__", {})
-        top["__repaired__"] = {k: before.get(k, 0) + repaired.get(k, 0) for k in {*before, *repaired}}  # (build.py)
+        add_counts(top.setdefault("__repaired__", {}), repaired)  # (build.py)
     if isinstance(doc, list):
         top["__list__"] = True
         events = doc
     elif isinstance(doc, dict):
         events = doc.pop("traceEvents", None)
         if not isinstance(events, list):
-            from ..rocprof_compute import thread_trace_json  # (a JSON object that is no trace: whose it is)
-
-            if events is None and (att := thread_trace_json(path, doc)):
-                raise TraceFormatError(path, att)
-            what = "no 'traceEvents' list" if events is None else \
-                f"'traceEvents' is a {type(events).__name__}, not a list"
-            shown = ", ".join(list(doc)[:8])
-            raise TraceFormatError(path, f"not a Chrome/Kineto trace: {what} (top-level keys: {shown or 'none'})"
-                                   + _known_other(doc))
+            raise _not_a_trace(path, doc, None if events is None else type(events).__name__)
         top.update(doc)
     else:
         raise TraceFormatError(path, f"not a Chrome/Kineto trace: the JSON is a {type(doc).__name__}, "
@@ -342,6 +317,19 @@ def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any],
     del data
     if parsed:
         yield parsed
+
+
+def _not_a_trace(path: Path, doc: dict[str, Any], events: str | None) -> TraceFormatError:
+    """The refusal of a JSON object with no ``traceEvents`` list (``events``: the type of
+    its ``traceEvents``, None where it has none): what it is, where its keys say."""
+    from ..rocprof_compute import thread_trace_json  # (a JSON object that is no trace: whose it is)
+
+    if events is None and (att := thread_trace_json(path, doc)):
+        return TraceFormatError(path, att)
+    what = "no 'traceEvents' list" if events is None else f"'traceEvents' is a {events}, not a list"
+    shown = ", ".join(list(doc)[:8])
+    return TraceFormatError(path, f"not a Chrome/Kineto trace: {what} (top-level keys: {shown or 'none'})"
+                            + _known_other(doc))
 
 
 def _known_other(doc: dict[str, Any]) -> str:
