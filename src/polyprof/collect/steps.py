@@ -31,7 +31,13 @@ entry (:func:`first_start`): each block is a step, and what runs before the firs
 program's set-up, no step of its loop (before, it was step 0: 3.8 s of imports and an
 OpenCL context against a first iteration of 1.1 s, and AUTO's window skipped it, not the
 first iteration, whose program build then read as "device idle 81%"). The set-up stays in
-the trace, in no step, before step 0. The schedule and torch's ``ProfilerStep#N`` count
+the trace, in no step, before step 0. A session that starts inside a block (a capture of
+a running loop, ``polyprof.profile()`` entered in a step, or while another thread is in
+one) sees that block's exit first: step 0 is the step it began in, from the session's
+start to that exit, and the next block's time is step 1 (before, the next block's entry
+was taken as step 0's start, after the boundary that ends it: a negative step that made
+the host plugin fail and lose all its data). A block entered whose ``step()`` call came
+before the session started is the first block, step 0 from its entry. The schedule and torch's ``ProfilerStep#N`` count
 the same boundaries (``step_listeners``), so their step numbers stay the trace's (a
 schedule's step 0 still begins at the session's start: one that records it records the
 set-up too, outside the trace's steps). Steps
@@ -47,6 +53,7 @@ collect/journal.py), so a trace read back from a killed run's has the same steps
 
 from __future__ import annotations
 
+import bisect
 from types import FrameType
 from typing import Protocol
 
@@ -104,12 +111,20 @@ def on_enter(rec: StepState, t_ns: int) -> None:
     rec.step_absorbed = False
     rec.step_depth += 1
     rec.step_forms |= 2
+    if not rec.explicit_steps:  # its step() call came before the session started
+        rec.explicit_steps = rec.step_first_block = True
     if rec.step_first_block and rec.step_begin is None:
         rec.step_begin = t_ns
 
 
 def on_exit(rec: StepState) -> bool:
-    """A block is left: whether its exit puts a boundary (the outermost one does)."""
+    """A block is left: whether its exit puts a boundary (the outermost one does). A
+    block left before any ``step()`` call or entry was seen was open when the session
+    started (:func:`first_start`): its exit ends step 0, which begins at the session's
+    start."""
+    if rec.step_depth == 0 and not rec.explicit_steps:
+        rec.explicit_steps = True  # the program's steps are blocks: the next call is no first call
+        rec.step_forms |= 2
     rec.step_depth = max(0, rec.step_depth - 1)
     if rec.step_depth > 0:
         return False
@@ -184,7 +199,12 @@ def work_begins(rec: StepState, t_ns: int) -> None:
 
 def first_start(rec: StepState, session_start_ns: int) -> int:
     """Where step 0 begins: the session's start for plain calls, the first block's entry
-    for ``with polyprof.step():`` blocks, and, when the trace's steps are the detected
-    ones, where the first one's work began (:func:`work_begins`)."""
+    for ``with polyprof.step():`` blocks (the session's start when the session began
+    inside a block: :func:`on_exit`), and, when the trace's steps are the detected ones,
+    where the first one's work began (:func:`work_begins`); never after the first
+    boundary, which ends step 0."""
     begin = rec.step_begin if rec.explicit_steps else rec.auto_begin
-    return session_start_ns if begin is None else max(session_start_ns, begin)
+    at = session_start_ns if begin is None else max(session_start_ns, begin)
+    marks = rec.steps if rec.steps or rec.explicit_steps else rec.auto_steps
+    i = bisect.bisect_left(marks, session_start_ns)  # a nested session's: the boundaries since its start
+    return min(at, marks[i]) if i < len(marks) else at

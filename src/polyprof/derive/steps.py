@@ -1,6 +1,8 @@
 """Training / inference steps, from whichever marker the trace has.
 
-Sources, first one found wins: PyTorch's ``ProfilerStep#N`` spans; XProf's device step
+Sources, first one found wins: PyTorch's ``ProfilerStep#N`` spans (those of which less
+than half lies inside the span of polyprof's own steps, when the trace has them, left
+out: torch's copy of a step the host never recorded, see ``_covered``); XProf's device step
 markers (the ``Steps`` line TensorFlow and XProf put on each GPU plane of an XSpace: one
 step per ``group_id``, as XProf's overview page counts them, see ``_device_steps``);
 polyprof's own steps (category ``step`` with a ``step`` stat, from ``polyprof.step()``);
@@ -190,12 +192,16 @@ def find_steps(trace: Trace) -> Steps:
     empty = np.zeros(0, np.int64)
     if not trace.n_events:
         return Steps(empty, empty, empty, empty, "")
-    # 1. ProfilerStep#N
+    # 1. ProfilerStep#N (those the Steps line of polyprof.step() does not cover left out)
     sids = [i for i, s in enumerate(trace.strings) if _PROFILER_STEP.match(s)]
+    own: tuple[np.ndarray, np.ndarray] | None = None
     if sids:
         rows = _primary(trace, np.flatnonzero(member(ev["name"], np.asarray(sids, np.int64)) & (ev["dur_ns"] > 0)))
         host = np.array([p.kind == "host" for p in trace.planes], bool)
         rows = rows[host[trace.track_plane[ev["track"][rows]]]]
+        if len(rows):
+            own = _own_steps(trace)
+            rows = _covered(trace, rows, own)
         if len(rows):
             nums = [int(m.group(1)) for n in ev["name"][rows] if (m := _PROFILER_STEP.match(trace.strings[n]))]
             ok = np.array([_INT64_MIN <= n <= _INT64_MAX for n in nums], bool)
@@ -209,14 +215,9 @@ def find_steps(trace: Trace) -> Steps:
     if dev is not None:
         return dev
     # 3. polyprof.step() and other "step" category events carrying a step number
-    rows = _primary(trace, trace.rows_of_kind(Kind.STEP))
-    col = trace.stats.get(keys.STEP)
-    if len(rows) and col is not None:
-        has, _ = col.lookup(rows)
-        rows = rows[has & (ev["dur_ns"][rows] > 0)]
-        rows, found = _in_range(trace, rows, col.lookup(rows)[1])
-        if len(rows):
-            return _make(trace, rows, found, "polyprof")
+    rows, found = _own_steps(trace) if own is None else own
+    if len(rows):
+        return _make(trace, rows, found, "polyprof")
     # 4. JAX / TF step annotations on the host
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     for key in ("step_num", keys.STEP):
@@ -229,6 +230,40 @@ def find_steps(trace: Trace) -> Steps:
         if len(rows):
             return _make(trace, rows, found, "annotation")
     return Steps(empty, empty, empty, empty, "")
+
+
+def _own_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and numbers of polyprof's steps (and other "step" category events
+    carrying a step number, of some duration)."""
+    rows = _primary(trace, trace.rows_of_kind(Kind.STEP))
+    col = trace.stats.get(keys.STEP)
+    if not len(rows) or col is None:
+        return rows[:0], rows[:0]
+    has, _ = col.lookup(rows)
+    rows = rows[has & (trace.events["dur_ns"][rows] > 0)]
+    return _in_range(trace, rows, col.lookup(rows)[1])
+
+
+def _covered(trace: Trace, rows: np.ndarray, own: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The ``ProfilerStep#N`` rows of which at least half lies inside the span of
+    polyprof's steps (``own``), when the trace has them. The others mark no step the
+    host recorded: torch's copy of the step a program was killed in (a signal that came
+    before the torch plugin noted the copy it had just opened: kept, it made one 4 ms
+    step the analysed span of a run of 19,860 steps), or the step a drop-in's schedule
+    opens after the program's last ``prof.step()`` (``ProfilerStep#7`` after 7 steps,
+    with none of the loop's work). Without polyprof steps (a Kineto trace), every row."""
+    if not len(own[0]):
+        return rows
+    ev = trace.events
+    lo = int(ev["start_ns"][own[0]].min())
+    hi = int((ev["start_ns"][own[0]] + ev["dur_ns"][own[0]]).max())
+    st, dur = ev["start_ns"][rows], ev["dur_ns"][rows]
+    inside = np.clip(np.minimum(st + dur, hi) - np.maximum(st, lo), 0, None)
+    keep = 2 * inside >= dur
+    if not keep.all():  # (info: a drop-in's schedule leaves one after its loop, ProfilerStep#7 of 7 steps)
+        log.info("%d ProfilerStep#N left out, outside the span of the %d polyprof.step() steps (the first: %r)",
+                 int((~keep).sum()), len(own[0]), trace.strings[int(ev["name"][rows[~keep][0]])][:80])
+    return rows[keep]
 
 
 #: the range of the line ids XProf derives (``IsDerivedThreadId``: steps, launch stats,

@@ -3,6 +3,7 @@ journal's reader, so a recovered trace looks exactly like a collected one."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from operator import itemgetter
@@ -11,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..trace import keys
+from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from ..trace.identity import hostname as _hostname
@@ -20,6 +22,8 @@ from ..trace.sorting import unique
 #: an empty column (what a HostRecords column is until assigned)
 _NONE = np.zeros(0, np.int64)
 _NONE.flags.writeable = False
+
+log = logging.getLogger("polyprof")
 
 
 class HostRecords:
@@ -102,8 +106,42 @@ def _section_stats(b: TraceBuilder, rows: np.ndarray, stats: Sequence[dict[str, 
         b.add_stat(k, np.asarray(rs, np.int64), vs)
 
 
+def repair(r: HostRecords) -> list[str]:
+    """Mend in place what no trace can hold, and say what was mended: a section that ends
+    before it starts is dropped; step boundaries out of time order (two threads' calls)
+    are sorted; step 0 never begins after the first boundary. The recorder makes none of
+    these; one such record must not cost the whole host data (before, a negative step
+    failed the trace's check and the plugin's collect: every section, mark and sample
+    was lost)."""
+    notes = []
+    start, end = np.asarray(r.sec_start, np.int64), np.asarray(r.sec_end, np.int64)
+    bad = end < start
+    if bad.any():
+        keep = ~bad
+        r.sec_names, r.sec_start, r.sec_end = np.asarray(r.sec_names, object)[keep], start[keep], end[keep]
+        for col in ("sec_stats", "sec_ident"):  # (given for every section, or not at all)
+            v = np.asarray(getattr(r, col), object if col == "sec_stats" else np.int64).reshape(-1)
+            setattr(r, col, v[keep] if len(v) == len(keep) else v)
+        notes.append(f"{int(bad.sum()):,} section(s) that end before they start were dropped")
+    marks = np.asarray(r.steps, np.int64)
+    if len(marks) > 1 and (np.diff(marks) < 0).any():
+        marks = r.steps = np.sort(marks)
+        notes.append("step boundaries out of time order were sorted")
+    if len(marks) and r.start_ns > marks[0]:
+        notes.append(f"step 0 began {(r.start_ns - int(marks[0])) / 1e6:.3f} ms after the boundary that ends "
+                     "it: it begins there")
+        r.start_ns = int(marks[0])
+    for note in notes:
+        log.warning("host records: %s", note)
+    return notes
+
+
 def build(r: HostRecords, metadata: dict[str, Any] | None = None) -> Trace:
     b = TraceBuilder(metadata)
+    notes = repair(r)
+    if notes:
+        b.metadata[mkeys.WARNINGS] = [*b.metadata.get(mkeys.WARNINGS, []),
+                                      *({"plugin": "host", "message": n} for n in notes)]
     plane = b.plane(keys.HOST_PLANE, "host", pid=r.pid, properties={"hostname": r.hostname})
     sec_ident = np.asarray(r.sec_ident, np.int64).reshape(-1)
     mark_ident = np.asarray(r.mark_ident, np.int64).reshape(-1)

@@ -118,6 +118,7 @@ class TorchPlugin(Captures, Plugin):
         self._starts: int | None = None  # profiler_starts() once ours started
         self._hook: ImportHook | None = None
         self._step_range: Any = None
+        self._step_pending: tuple[int, str, int] | None = None  # a step copy being opened (_on_step)
         self._tmpdir: str | None = None
         self._thread_names: dict[int, str] = {}
         self._recorder: rec_mod.Recorder | None = None
@@ -486,12 +487,22 @@ class TorchPlugin(Captures, Plugin):
         self._close_step_range()
         name = f"{STEP_PREFIX}{n}"
         a = now_ns()
+        # noted before torch opens it: a signal whose handler ends the session before the
+        # append below leaves the copy noted here, and the stop completes it (_close_step_range)
+        pending = self._step_pending = (threading.get_native_id(), name, a)
         self._step_range = r.enter(name)
         b = now_ns()
         # a copy of polyprof's own step, like the section copies: dropped at ingest
-        self._mirrors.append((threading.get_native_id(), name, a, b))
+        self._mirrors.append((*pending, b))
+        self._step_pending = None
 
     def _close_step_range(self) -> None:
+        pending, self._step_pending = self._step_pending, None
+        if pending is not None and (not self._mirrors or self._mirrors[-1][:3] != pending):
+            # _on_step was cut short (a signal) before it noted torch's copy: noted now, its
+            # bracket to now (wide, but it holds the copy's start), so ingest drops it;
+            # kept, it stood after the host's last step and was taken as the trace's steps
+            self._mirrors.append((*pending, now_ns()))
         h, self._step_range = self._step_range, None
         if h is not None and self._ranges is not None:
             try:
