@@ -15,7 +15,6 @@ from ..trace.core import Trace
 if TYPE_CHECKING:
     from ..analyze.window import WindowArg
     from ..collect.plugin import Plugin
-    from ..collect.registry import PluginInfo
 
 
 #: what each command's ``register`` is given: the ``polyprof`` parser's subparsers
@@ -66,29 +65,23 @@ def add_plugin_target_arg(p: argparse.ArgumentParser) -> None:
 
 def plugin_list(args: argparse.Namespace, plugins: Sequence[str | Plugin] | None = None) -> list[str | Plugin] | None:
     """The session's plugins: ``plugins`` (names and objects, None: the defaults, unless
-    --plugins gives them), plus plugin objects loaded from ``--plugin``."""
+    --plugins gives them), plus those of ``--add-plugin``: an installed plugin by its name
+    (the session loads it, as one of --plugins: one that cannot be imported is the trace's
+    error and the program runs), a target (``path.so``, ``pkg.module:Factory``) loaded
+    here (one that cannot be is an error before the program starts)."""
+    from ..collect import registry  # plugin discovery: only for a command that records
+
     if plugins is None and getattr(args, "plugins", None):
         from ..collect.options import plugin_targets
 
         plugins = plugin_targets(args.plugins)
-    extra = [load_target(t) for t in getattr(args, "plugin", None) or []]
+    extra = [t if registry.is_installed(t) else registry.load_target(t) for t in getattr(args, "plugin", None) or []]
     if plugins is None:
         if not extra:
             return None
-        return [*(info.name for info in resolve(None)), *extra]  # the defaults, and these
-    return [*plugins, *extra]
-
-
-def load_target(target: str) -> Plugin:
-    from ..collect.registry import load_target as load
-
-    return load(target)
-
-
-def resolve(names: list[str] | None) -> list[PluginInfo]:
-    from ..collect.registry import resolve as res
-
-    return res(names)
+        plugins = registry.default_names()  # the defaults (and the broken ones, to be reported), and these
+    named = set(p for p in plugins if isinstance(p, str))
+    return [*plugins, *(p for p in extra if not (isinstance(p, str) and p in named))]
 
 
 def add_window_args(p: argparse.ArgumentParser, title: str | None = None) -> None:

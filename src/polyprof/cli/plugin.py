@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import PolyprofError
 from .common import Subparsers, seconds
@@ -52,6 +54,35 @@ def _options(items: list[str]) -> dict[str, Any]:
     return out
 
 
+@contextlib.contextmanager
+def _prints_to_stderr() -> Iterator[None]:
+    """While the kit drives a plugin, what it prints goes to stderr: Python's ``print``
+    (``sys.stdout`` is stderr then: entrypoints.quiet) and C code writing to file
+    descriptor 1 (pointed at stderr's file); stdout is the kit's report alone."""
+    from ..entrypoints import quiet
+
+    fd, saved = -1, -1
+    try:
+        sys.stdout.flush()
+        fd = sys.stdout.fileno()
+        saved = os.dup(fd)
+        os.dup2(sys.stderr.fileno(), fd)
+    except (AttributeError, OSError, ValueError):  # no file descriptor (a test's capture): Python's prints only
+        fd = -1
+    try:
+        with quiet():
+            yield
+    finally:
+        if saved >= 0:
+            try:
+                sys.stdout.flush()  # what was printed meanwhile goes where it was written: stderr
+            except (OSError, ValueError):
+                pass
+            if fd >= 0:
+                os.dup2(saved, fd)
+            os.close(saved)
+
+
 def run_check(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -61,19 +92,21 @@ def run_check(args: argparse.Namespace) -> int:
 
     limits = Limits(args.start_limit, args.stop_limit, args.collect_limit, args.activity)
     work = None
-    if args.workload:
-        from ..collect.registry import import_factory
+    with _prints_to_stderr():  # the report alone on stdout: --json is parsed (program_state says it printed)
+        if args.workload:
+            from ..collect.registry import import_factory
 
-        work = import_factory(args.workload)
-    report = check(args.target, options=_options(args.option), limits=limits, workload_fn=work)
+            work = import_factory(args.workload)
+        report = check(args.target, options=_options(args.option), limits=limits, workload_fn=work)
     if args.json:
         import orjson
 
         sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0 if report.ok else 1
     style = {PASS: "[green]PASS[/]", FAIL: "[bold red]FAIL[/]", NA: "[dim]n/a[/]"}
-    table = Table(title=escape(f"polyprof plugin check: {report.plugin} ({report.kind}) from {report.target}"),
-                  title_justify="left")
+    title = (f"polyprof plugin check: {report.plugin} ({report.kind}) from {report.target}"
+             if report.kind != "?" else f"polyprof plugin check: {report.target} did not load")
+    table = Table(title=escape(title), title_justify="left")
     table.add_column("clause", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("reason", overflow="fold")

@@ -16,6 +16,7 @@ import faulthandler
 import os
 import sys
 import threading
+import time
 import traceback
 from typing import Callable
 
@@ -44,23 +45,45 @@ class Outcome:
 
 def call_guarded(fn: Callable[[], object], name: str, limit_s: float | None) -> Outcome:
     """``fn()`` in a daemon thread named ``name``; ``limit_s`` None waits for ever."""
-    out = Outcome()
-    done = threading.Event()
+    return start_guarded(fn, name).wait(limit_s)
 
-    def run() -> None:
+
+class Running:
+    """A call :func:`start_guarded` began in its daemon thread: waited for later, so that
+    several run at once (the session stops its plugins together: collect/slots.py)."""
+
+    __slots__ = ("outcome", "done", "ended_ns")
+
+    def __init__(self) -> None:
+        self.outcome = Outcome()
+        self.done = threading.Event()
+        #: when the call returned, on the session clock (0: not yet)
+        self.ended_ns = 0
+
+    def wait(self, limit_s: float | None) -> Outcome:
+        """Its outcome, once it returned or ``limit_s`` passed (``timed_out`` then)."""
+        if not self.done.wait(limit_s):
+            self.outcome.timed_out = True
+        return self.outcome
+
+
+def start_guarded(fn: Callable[[], object], name: str) -> Running:
+    """``fn()`` started in a daemon thread named ``name``; every exception kept."""
+    run = Running()
+    out = run.outcome
+
+    def body() -> None:
         try:
             out.value = fn()
         except BaseException as e:  # noqa: BLE001 - reported by the caller, never raised
             out.error = e
             out.tb = traceback.format_exc()
         finally:
-            done.set()
+            run.ended_ns = time.perf_counter_ns()
+            run.done.set()
 
-    t = threading.Thread(target=run, name=name, daemon=True)
-    t.start()
-    if not done.wait(limit_s):
-        out.timed_out = True
-    return out
+    threading.Thread(target=body, name=name, daemon=True).start()
+    return run
 
 
 def call_here(fn: Callable[[], object]) -> Outcome:

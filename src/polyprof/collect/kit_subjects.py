@@ -16,7 +16,8 @@ from ..trace.core import Trace
 from .clock import now_ns, wall_anchor
 from .native import NativeHandle, NativePlugin, call_with_limit, open_handle
 from .plugin import Plugin, SessionContext
-from .registry import is_library_path, resolve_factory
+from .guard import call_guarded
+from .registry import ENV_PROBE_LIMIT, is_library_path, probe_limit, resolve_factory
 from .remote import RemoteHandle
 
 log = logging.getLogger("polyprof")
@@ -151,9 +152,16 @@ class _PythonSubject(_Subject[Plugin, Trace]):
         self.options = options
         avail = getattr(factory, "availability", None)
         if callable(avail):
-            a = avail()
+            limit = probe_limit()  # as discovery asks it: a check that hangs fails load, not the kit
+            out = call_guarded(avail, "polyprof-kit-availability", limit)
+            if out.timed_out:
+                raise ClauseFailed(f"its availability check did not return within {limit:g} s "
+                                   f"({ENV_PROBE_LIMIT} sets the limit)")
+            if out.error is not None:
+                raise ClauseFailed(f"its availability check raised {type(out.error).__name__}: {out.error}")
+            a = out.value
             if not a:
-                raise ClauseFailed(f"not available here: {a.reason}")
+                raise ClauseFailed(f"not available here: {getattr(a, 'reason', a)}")
         inst = self.new()
         self.name = str(inst.name)
         self.describe = f"{inst.name}: {type(inst).__module__}.{type(inst).__qualname__}, " \

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -15,6 +16,7 @@ from typing import Callable, NamedTuple
 # EntryPoint, _normalise and _scan stay importable from here
 from ..entrypoints import EntryPoint as EntryPoint, _normalise as _normalise, _scan as _scan
 from ..entrypoints import entry_points as _entry_points
+from .. import envvars
 from ..errors import PluginError
 from .plugin import Availability, Plugin
 
@@ -29,45 +31,152 @@ def entry_points(group: str = GROUP) -> list[EntryPoint]:
     return _entry_points(group)
 
 
+#: how long one plugin's import and availability check may take before discovery goes on
+#: without it (seconds; a device's first init, a driver's or a compiler's, may take seconds)
+ENV_PROBE_LIMIT = "POLYPROF_PROBE_TIMEOUT"
+PROBE_LIMIT_S = 10.0
+
+
 # Named tuples, not dataclasses: every `polyprof run` discovers plugins, and defining
 # this one (and entrypoints.EntryPoint) as dataclasses is slower.
 class PluginInfo(NamedTuple):
     """One plugin found: its name, where it comes from (``module:attr`` or a library
     path), its factory (None: it cannot be loaded), whether it can run here, and
-    whether a session runs it unless told which plugins to use."""
+    whether a session runs it unless told which plugins to use. ``failed``: the plugin
+    itself is broken (its import or availability check raised, or did not return within
+    the probe's limit): a session reports it as an error, not as a plugin that cannot
+    run here (its ``default`` is true where its class could not be read)."""
 
     name: str
     target: str
     factory: Callable[..., object] | None
     availability: Availability
     default: bool
+    failed: bool = False
 
 
-def _load_entries(eps: list[EntryPoint], session: bool = False) -> list[PluginInfo]:
-    """Each plugin loaded and its availability checked."""
+def probe_limit() -> float:
+    """Seconds one plugin's probe may take (``POLYPROF_PROBE_TIMEOUT``, 10 s)."""
+    return envvars.number(ENV_PROBE_LIMIT, PROBE_LIMIT_S, "seconds")
+
+
+def _load_entries(eps: list[EntryPoint], session: bool = False, check: bool = True) -> list[PluginInfo]:
+    """Each plugin loaded and its availability checked (``check``), under the probe's time
+    limit (:class:`_Probes`)."""
     from .signals import SavedDispositions
 
+    if not eps:
+        return []
+    limit = probe_limit()
     # probing loads device runtimes (PoCL/LLVM install SIGSEGV/SIGBUS/... handlers):
     # the program keeps the signal dispositions it had (restored once, after all of them)
     with SavedDispositions():
-        return [_probe(ep, session) for ep in eps]
+        found: dict[int, PluginInfo] = {}
+        todo = []
+        for i, ep in enumerate(eps):
+            stuck = _still_stuck(ep, limit)
+            if stuck is not None:
+                found[i] = stuck
+            else:
+                todo.append(i)
+        while todo:  # one thread probes them in order; one that hangs is left to it, the rest go on in another
+            probes = _Probes([eps[i] for i in todo], session, check)
+            for j, i in enumerate(todo):
+                info = probes.wait(j, limit)
+                if info is None:  # stuck: said, and what follows it probed by a new thread
+                    found[i] = _stuck(eps[i], probes, j, limit)
+                    todo = todo[j + 1:]
+                    break
+                found[i] = info
+            else:
+                todo = []
+    return [found[i] for i in range(len(eps))]
 
 
-def _probe(ep: EntryPoint, session: bool = False) -> PluginInfo:
+class _Probes:
+    """Entry points probed one after the other (:func:`_probe`) in a daemon thread."""
+
+    def __init__(self, eps: list[EntryPoint], session: bool, check: bool) -> None:
+        self.eps = eps
+        self.infos: list[PluginInfo | None] = [None] * len(eps)
+        #: each plugin's factory once its module is imported (what a stuck check's plugin is)
+        self.factories: list[object] = [None] * len(eps)
+        self.done = [threading.Event() for _ in eps]
+        self.error: BaseException | None = None
+        threading.Thread(target=self._run, args=(session, check), name="polyprof-probe", daemon=True).start()
+
+    def _run(self, session: bool, check: bool) -> None:
+        for j, ep in enumerate(self.eps):
+            try:
+                self.infos[j] = _probe(ep, session, check, self.factories, j)
+            except BaseException as e:  # noqa: BLE001 - _probe catches the plugin's: this is polyprof's, raised there
+                self.error = e
+            finally:
+                self.done[j].set()
+
+    def wait(self, j: int, limit: float) -> PluginInfo | None:
+        """The ``j``-th plugin's info, once probed; None if not within ``limit`` seconds."""
+        if not self.done[j].wait(limit):
+            return None
+        if self.error is not None:
+            raise self.error
+        return self.infos[j]
+
+
+#: probes that overran their limit in this process, by (name, value): a later discovery
+#: (of any kind) does not wait for them again, nor import the module a hung thread holds
+_STUCK: dict[tuple[str, str], tuple[_Probes, int]] = {}
+
+
+def _stuck(ep: EntryPoint, probes: _Probes, j: int, limit: float) -> PluginInfo:
+    """A plugin whose import or availability check did not return within ``limit``: a
+    wedged driver must not stop the command; its thread is abandoned (a daemon)."""
+    _STUCK[(ep.name, ep.value)] = (probes, j)
+    factory = probes.factories[j]
+    what = "importing it" if factory is None else "its availability check"
+    why = f"{what} did not return within {limit:g} s ({ENV_PROBE_LIMIT} sets the limit)"
+    log.debug("plugin %s: %s", ep.name, why)
+    return PluginInfo(ep.name, ep.value, None, Availability(False, why), bool(getattr(factory, "default", True)), True)
+
+
+def _still_stuck(ep: EntryPoint, limit: float) -> PluginInfo | None:
+    """The answer for a plugin whose probe overran earlier in this process and is still
+    running (None: never stuck, or it has returned since: probed again)."""
+    held = _STUCK.get((ep.name, ep.value))
+    if held is None:
+        return None
+    if held[0].done[held[1]].is_set():
+        del _STUCK[(ep.name, ep.value)]
+        return None
+    return _stuck(ep, held[0], held[1], limit)
+
+
+def _probe(ep: EntryPoint, session: bool = False, check: bool = True, factories: list[object] | None = None,
+           j: int = 0) -> PluginInfo:
+    """One plugin imported and asked whether it can run here (``check``); its factory put
+    in ``factories[j]`` once imported. Never raises for the plugin's errors."""
     try:
         factory = ep.load()
-    except Exception as e:  # an uninstallable plugin must not break discovery
-        return PluginInfo(ep.name, ep.value, None, Availability(False, f"cannot import: {e}"), False)
+    except BaseException as e:  # noqa: BLE001 - an uninstallable plugin must not break discovery
+        return PluginInfo(ep.name, ep.value, None, Availability(False, f"cannot import: {e}"), True, True)
     if not callable(factory):
-        return PluginInfo(ep.name, ep.value, None, Availability(False, f"{ep.value} is not callable"), False)
+        return PluginInfo(ep.name, ep.value, None, Availability(False, f"{ep.value} is not callable"), True, True)
+    if factories is not None:
+        factories[j] = factory
+    default = bool(getattr(factory, "default", True))
+    if not check:  # only its factory is wanted (resolve_factory): the caller checks
+        return PluginInfo(ep.name, ep.value, factory, Availability(True), default)
+    if session and not default:  # a session that names no plugins never runs it: not asked
+        return PluginInfo(ep.name, ep.value, factory, Availability(False, "not a default plugin"), default)
     try:
-        check = getattr(factory, "session_availability" if session else "availability", None)
-        if check is None:
-            check = getattr(factory, "availability", None)
-        avail = check() if check is not None else Availability(True)
-    except Exception as e:
-        avail = Availability(False, f"availability check failed: {e}")
-    return PluginInfo(ep.name, ep.value, factory, avail, bool(getattr(factory, "default", True)))
+        ask = getattr(factory, "session_availability" if session else "availability", None)
+        if ask is None:
+            ask = getattr(factory, "availability", None)
+        avail = ask() if ask is not None else Availability(True)
+    except BaseException as e:  # noqa: BLE001 - nor one whose check raises (SystemExit too)
+        return PluginInfo(ep.name, ep.value, factory, Availability(False, f"availability check failed: {e}"),
+                          default, True)
+    return PluginInfo(ep.name, ep.value, factory, avail, default)
 
 
 def discover(session: bool = False) -> dict[str, PluginInfo]:
@@ -78,11 +187,8 @@ def discover(session: bool = False) -> dict[str, PluginInfo]:
     for ep in entry_points(GROUP):
         eps.setdefault(ep.name, ep)
     found = {info.name: info for info in _load_entries(list(eps.values()), session)}
-    try:  # POLYPROF_PLUGIN_PATH: native .so plugins
-        for info in path_plugins():
-            found.setdefault(info.name, info)
-    except Exception as e:  # a bad path entry must not break discovery
-        log.warning("POLYPROF_PLUGIN_PATH: %s", e)
+    for info in _path_plugins_safe():  # POLYPROF_PLUGIN_PATH: native .so plugins
+        found.setdefault(info.name, info)
     return found
 
 
@@ -106,6 +212,18 @@ def resolve(names: list[str] | None) -> list[PluginInfo]:
             raise PluginError(f"no plugin named {n!r}; installed: {', '.join(sorted(found)) or 'none'}")
         out.append(found[n])
     return out
+
+
+def default_names() -> list[str]:
+    """The plugins a session that names none makes (the default ones that can run here),
+    and the default ones it reports as broken (:attr:`PluginInfo.failed`): ``polyprof run
+    --add-plugin X`` names them beside X, and the session makes or reports each again."""
+    return [i.name for i in discover(session=True).values() if i.default and (i.availability.ok or i.failed)]
+
+
+def is_installed(name: str) -> bool:
+    """Whether ``name`` is an installed plugin's entry point (nothing is imported)."""
+    return not is_target(name) and any(ep.name == name for ep in entry_points(GROUP))
 
 
 # ------------------------------------------------------------------ native libraries and targets
@@ -151,17 +269,30 @@ def is_library_path(target: str) -> bool:
 
 
 def resolve_factory(target: str) -> Callable[..., object]:
-    """The plugin factory named by ``pkg.module:Factory`` or an installed plugin name."""
+    """The plugin factory named by ``pkg.module:Factory`` or an installed plugin name.
+    An installed name's entry point alone is loaded (under the probe's time limit): no
+    other plugin is imported or asked whether it can run (one that hangs there must not
+    stop ``polyprof plugin check`` of this one)."""
     if ":" in target:
         return import_factory(target)
-    found = discover()
-    if target not in found:
+    eps = [ep for ep in entry_points(GROUP) if ep.name == target][:1]
+    infos = _load_entries(eps, check=False) if eps else [i for i in _path_plugins_safe() if i.name == target][:1]
+    if not infos:
+        names = sorted({ep.name for ep in entry_points(GROUP)} | {i.name for i in _path_plugins_safe()})
         raise PluginError(f"{target!r} is not a .so file, a module:Factory, or an installed plugin "
-                          f"(installed: {', '.join(sorted(found)) or 'none'})")
-    info = found[target]
+                          f"(installed: {', '.join(names) or 'none'})")
+    info = infos[0]
     if info.factory is None:
         raise PluginError(f"plugin {target!r} cannot be loaded: {info.availability.reason}")
     return info.factory
+
+
+def _path_plugins_safe() -> list[PluginInfo]:
+    try:
+        return path_plugins()
+    except Exception as e:  # a bad path entry must not break discovery
+        log.warning("%s: %s", ENV_PATH, e)
+        return []
 
 
 def is_target(name: str) -> bool:

@@ -35,7 +35,7 @@ from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .guard import Kept, Outcome, call_guarded, call_here
 from .options import NAMES, SessionOptions, make
 from .plugin import Near, Plugin, SessionContext, keep_near
-from .slots import Slot, describe, make_slots
+from .slots import Slot, describe, make_slots, stop_together
 from ..trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
@@ -271,10 +271,9 @@ class Session:
         global _active
         try:
             self._flush_journal()  # a plugin that crashes the process in stop() leaves the host data
-            for slot in reversed(self._slots):
-                if slot.started and not self._call(slot, "stop", slot.plugin.stop):
-                    slot.started = False  # no collect from a plugin that failed to stop
-            end = now_ns()  # after every plugin stopped: their last samples are inside
+            # all at once: one stop that hangs does not keep the others recording; the end is
+            # when the last one that returned did (their last samples are inside)
+            end = stop_together(self, self._slots)
             parts: list[tuple[object, Trace]] = []
             for slot in self._slots:
                 if not slot.started:
@@ -353,6 +352,11 @@ class Session:
         else:
             out = call_here(fn)
         self._kept(slot, kept, phase)
+        return self._called(slot, phase, out, t0)
+
+    def _called(self, slot: Slot, phase: str, out: Outcome, t0: int, t1: int = 0) -> bool:
+        """What one start()/stop() call gave (made from ``t0``, returned at ``t1``: now if
+        0), reported; whether it succeeded."""
         if out.timed_out:
             self._error(slot.name, phase, f"did not return within {self.call_timeout:g} s; the plugin is "
                         "abandoned (its thread left running) and the program goes on")
@@ -362,7 +366,7 @@ class Session:
             self._error(slot.name, phase, describe(out.error), out.tb)
             slot.status = "failed"
             return False
-        took = (now_ns() - t0) / 1e9
+        took = ((t1 or now_ns()) - t0) / 1e9
         if slot.limited and took > self.call_timeout:
             self._ctx.warn(slot.name, f"{phase}() took {took:.1f} s (limit {self.call_timeout:g} s)")  # type: ignore[union-attr]
         return True
