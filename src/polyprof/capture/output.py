@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .. import logs
-from ..errors import CaptureError, PolyprofError
+from ..errors import CaptureError, OutputError, PolyprofError
 from ..outfile import write_file
 from .client import Captured
 from .protocol import XSPACE_TOOL
@@ -86,15 +86,36 @@ def raw_path(path: Path) -> Path:
     return path.with_name(path.name + "." + XSPACE_TOOL)
 
 
-def _write_bytes(c: Captured, path: Path) -> None:
-    write_file(path, lambda tmp: tmp.write_bytes(c.data or b""))
+def _write_bytes(c: Captured, path: Path) -> Path:
+    return _somewhere(path, lambda at: write_file(at, lambda tmp: tmp.write_bytes(c.data or b"")))
+
+
+def _somewhere(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write(path)``, else ``write`` into a file of the temporary directory named after
+    it, as ``polyprof run`` falls back (a capture cannot be taken again): where it went.
+    An OutputError naming both where neither could be written."""
+    try:
+        write(path)
+        return path
+    except OutputError as e:
+        first = e
+    from ..collect.output import fallback_path  # (only when the output cannot be written)
+
+    alt = fallback_path(path)
+    try:
+        write(alt)
+    except (OutputError, OSError) as e:
+        alt.unlink(missing_ok=True)
+        raise OutputError(f"{first}; the fallback failed too: {e}") from None
+    log.error("%s; the capture was written to %s instead", first, alt)
+    return alt
 
 
 def _keep(c: Captured, path: Path) -> None:
     """Write the XSpace as received to ``path`` for a capture polyprof could not read, and
     say so in its error."""
     try:
-        _write_bytes(c, path)
+        path = _write_bytes(c, path)
     except PolyprofError as e:
         c.error = f"{c.error}; its XSpace could not be kept either: {e}"
     else:
@@ -104,10 +125,7 @@ def _keep(c: Captured, path: Path) -> None:
 def _write(c: Captured, path: Path, fmt: str, trace: Trace) -> Written | None:
     """Write a capture polyprof read; None (``c.error`` set) when the file cannot be written."""
     try:
-        if fmt == "xplane":
-            _write_bytes(c, path)
-        else:
-            write_file(path, trace.save)
+        path = _write_bytes(c, path) if fmt == "xplane" else _somewhere(path, lambda at: write_file(at, trace.save))
     except PolyprofError as e:
         c.error = str(e)
         return None
@@ -122,7 +140,7 @@ def write_one(c: Captured, path: Path, fmt: str) -> list[Written]:
         return []
     if fmt == "xplane":
         try:
-            _write_bytes(c, path)
+            path = _write_bytes(c, path)
         except PolyprofError as e:
             c.error = str(e)
             return []

@@ -1,0 +1,61 @@
+"""A capture whose output cannot be written (a full disk) is written into the temporary
+directory instead, as ``polyprof run`` falls back, and said: it cannot be taken again.
+Before, ``polyprof capture -o FULL/c.polyprof`` said "No space left on device" and the
+capture was gone (an auditor, on a 300 KiB tmpfs). The full disk is stood in for by a
+write that fails with ENOSPC (a tmpfs cannot be mounted in a test)."""
+
+from __future__ import annotations
+
+import errno
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import polyprof
+from polyprof.capture import output
+from polyprof.capture.client import Captured
+from polyprof.errors import OutputError
+
+XSPACE = Path(__file__).parent / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+
+
+@pytest.fixture
+def full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory whose writes fail as on a full disk; the temporary directory is fine."""
+    disk = tmp_path / "full"
+    disk.mkdir()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    write = output.write_file
+
+    def failing(path: Path, fill: object) -> Path:
+        if Path(path).parent == disk:
+            raise OutputError(f"cannot write {path}: {errno.errorcode[errno.ENOSPC]} No space left on device")
+        return write(path, fill)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(output, "write_file", failing)
+    return disk
+
+
+@pytest.mark.parametrize("fmt", ["polyprof", "xplane"])
+def test_a_capture_that_cannot_be_written_goes_to_the_temporary_directory(full: Path, fmt: str, caplog) -> None:
+    c = Captured("127.0.0.1:9012", data=XSPACE.read_bytes())
+    target = full / f"c{output.FORMATS[fmt]}"
+    with caplog.at_level("ERROR", logger="polyprof"):
+        written = output.write_one(c, target, fmt)
+    assert len(written) == 1 and c.error is None, c.error
+    _, path, events = written[0]
+    assert path.parent == Path(tempfile.gettempdir()) and path.name.startswith("c")
+    assert polyprof.load(path).n_events == events > 0
+    assert "No space left on device; the capture was written to" in caplog.text and str(path) in caplog.text
+    assert not list(full.iterdir())
+
+
+def test_neither_written_says_both_and_leaves_nothing(full: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(full))  # (the fallback on the full disk too)
+    c = Captured("127.0.0.1:9012", data=XSPACE.read_bytes())
+    assert output.write_one(c, full / "c.polyprof", "polyprof") == []
+    assert c.error is not None and "the fallback failed too" in c.error
+    assert not list(full.iterdir())
