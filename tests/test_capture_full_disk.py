@@ -59,3 +59,17 @@ def test_neither_written_says_both_and_leaves_nothing(full: Path, monkeypatch: p
     assert output.write_one(c, full / "c.polyprof", "polyprof") == []
     assert c.error is not None and "the fallback failed too" in c.error
     assert not list(full.iterdir())
+
+
+def test_durations_out_of_range_are_said_alike() -> None:
+    """``-d 0`` said "must be positive" and ``-d -5`` "a whole number, 0 or more"; a
+    duration past the request's int64 read "cancelled (Value out of range ...)", as if
+    the server had cancelled (an auditor)."""
+    import subprocess
+    import sys
+
+    for d, said in (("0", "expected a whole number, 1 or more"), ("-5", "expected a whole number, 1 or more"),
+                    (str(10**23), "expected a whole number of milliseconds from 1 to 2**63 - 1")):
+        r = subprocess.run([sys.executable, "-m", "polyprof", "capture", "127.0.0.1:1", "-d", d],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and said in r.stderr, (d, r.stderr)

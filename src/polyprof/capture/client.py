@@ -86,8 +86,8 @@ def capture(addresses: Sequence[str], duration_ms: int, *, token: str | None = N
         raise CaptureError("no address to capture (expected HOST:PORT[,HOST:PORT...])")
     if len(addresses) > MAX_ADDRESSES:
         raise CaptureError(f"{len(addresses)} addresses: at most {MAX_ADDRESSES} at once")
-    if duration_ms <= 0:
-        raise CaptureError(f"duration {duration_ms} ms: must be positive")
+    if not 0 < duration_ms < 2**63:  # (the request's field: an int64 of milliseconds)
+        raise CaptureError(f"duration {duration_ms} ms: expected a whole number of milliseconds from 1 to 2**63 - 1")
     for a in addresses:
         try:
             split_address(a)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CaptureError
-from .common import Subparsers, count, seconds
+from .common import Subparsers, positive, seconds
 
 
 def register(sub: Subparsers) -> None:
@@ -28,7 +28,7 @@ def register(sub: Subparsers) -> None:
                     "every capture succeeded, else 1.")
     p.add_argument("addresses", metavar="HOST:PORT[,HOST:PORT...]",
                    help="the servers to capture (comma-separated)")
-    p.add_argument("-d", "--duration-ms", type=count, default=1000, help="how long to record (default 1000)")
+    p.add_argument("-d", "--duration-ms", type=positive, default=1000, help="how long to record (default 1000)")
     p.add_argument("-o", "--output",
                    help="one address: the file to write (.polyprof, or .xplane.pb for the XSpace as "
                         "received; default capture.polyprof); several: a directory that gets one file "

@@ -8,8 +8,9 @@ from .common import Subparsers
 
 
 def register(sub: Subparsers) -> None:
-    p = sub.add_parser("plugins", help="list discovered plugins and whether each can run here, and the formats, "
-                                       "analyses and finding rules other packages add")
+    what = ("list discovered plugins and whether each can run here, and the formats, analyses and finding "
+            "rules other packages add")
+    p = sub.add_parser("plugins", help=what, description=f"polyprof plugins: {what} (docs/plugins.md).")
     p.set_defaults(func=run)
 
 
