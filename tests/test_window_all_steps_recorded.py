@@ -32,6 +32,8 @@ from polyprof.errors import WindowError
 
 torch = pytest.importorskip("torch")
 
+from test_window_steps import _model  # noqa: E402  (pytest puts tests/ on sys.path; after the skip)
+
 MS = 1_000_000
 
 
@@ -39,16 +41,6 @@ MS = 1_000_000
 def _clean_environment(monkeypatch):
     for name in opts.NAMES:
         monkeypatch.delenv(opts.env_name(name), raising=False)
-
-
-def _model():
-    """A tiny model and its optimizer, warmed up (the steps below are timed to the window)."""
-    torch.set_num_threads(1)
-    m = torch.nn.Linear(8, 8)
-    opt = torch.optim.SGD(m.parameters(), lr=0.01)
-    m(torch.randn(4, 8)).sum().backward()
-    opt.step()
-    return m, opt
 
 
 def _train(model, boundaries: list[int]) -> None:
