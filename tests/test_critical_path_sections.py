@@ -1,7 +1,9 @@
-"""A ``polyprof.section`` on the critical path (``analyze/depgraph.py``: a section's time in
-no op weighs what of it no other thread's op nor device work covers; the work it waited
-for leads back to its thread, ``thread_links.section_wait_edges``), on real torch and JAX
-CPU programs recorded here under ``polyprof run``.
+"""A ``polyprof.section`` on the critical path (``analyze/depgraph_sections.py``: a
+section's time in no op is its thread's; where its thread waited in it, for a thread it
+started and joined or an XLA program it blocked on, it weighs what of it that work did not
+cover, and the work leads back to its thread, ``thread_links.section_wait_edges``), on
+real torch and JAX CPU programs recorded here under ``polyprof run``. (A section of the
+thread's own work beside another thread's: ``tests/test_critical_path_section_waits.py``.)
 
 Before, the graph took host ops and runtime calls alone (HTA's rule): a step of
 ``with polyprof.section("load"): time.sleep(0.01)`` then a few small matmuls read

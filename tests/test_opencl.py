@@ -442,7 +442,7 @@ def test_a_recording_read_after_stop_is_the_one_of_stop() -> None:
     from polyprof.plugins.opencl import intercept as ic
 
     rec = ic.Recording()
-    record = (ic.KERNEL, 1, 2, 1, None, None, None, None, None, False)
+    record = (ic.KERNEL, 1, 2, 1, None, None, None, None, None, False, None)
     mine = rec.buffer()
     mine.extend(record)
     theirs: list[list[object]] = []

@@ -8,10 +8,12 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
 * **host threads**: the ops' nesting in the order a depth-first walk meets their starts and
   ends, each step an edge weighted by the time between them (zero into the end of a call
   during which the host waits: ``WAITING_CALLS``); consecutive top-level ops are joined by
-  a zero-weight dependency. polyprof's sections (``polyprof.section``) are host calls too:
-  their own time weighs what of it no other thread (but in a waiting call) nor device is busy
-  (``thread_links.idle_time``), and the work busy in it leads from and back to their
-  thread (``thread_links.section_wait_edges``, weighing the section's idle time).
+  a zero-weight dependency. polyprof's sections (``polyprof.section``) and NVTX ranges are
+  host calls too, their own time their thread's; where the trace shows that their thread
+  waited in it (a buffer wait's return, an XLA program it dispatched ending its run, a
+  thread it started and joined: ``depgraph_sections.section_waits``) it weighs what of it
+  the awaited work did not cover (``thread_links.idle_time``), and that work leads from
+  and back to their thread (``thread_links.section_wait_edges``).
 * **XLA's CPU runtime** (``xla_links``): its ops are host calls (kind KERNEL on a host
   thread), and ``ThunkExecutor::Execute (wait for completion)`` is a waiting call whose
   waited-on work is the XLA ops of the other threads during it (zero-weight edges); the
@@ -29,9 +31,13 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   by their ``autograd::engine::evaluate_function`` ops or Kineto's ``fwdbwd`` flows,
   the caller by those flows, else by ops named ``forward`` as HTA finds it).
 * **device**: each activity's span; launch -> activity (the launch delay) when the stream was
-  empty at the launch and the activity started after its launch, else activity ->
+  empty at the launch and the activity started after its launch (an OpenCL command: its
+  queue had run every command before it, ``Context.idle_at_launch``), else activity ->
   activity on the stream (the gap); a zero-weight launch edge otherwise, so that an activity
   never starts before its launch (HTA's ``CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE``).
+  An OpenCL command enqueued with an event wait list starts after the commands it waited
+  for (``wait_links.device_wait_links``), weighing the time from the last to its start
+  where nothing else held it.
 * **stream order** (not in HTA's graph): where HTA's graph has no edge from the activity
   before on the stream (HTA 0.6 leaves out a gap of ``KERNEL_GAP_LIMIT_NS`` or more as an
   unrecognised dependency, and a launch delay or a wait replaces it), a zero-weight edge
@@ -80,7 +86,8 @@ from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, ST
                                 STREAM_WAIT_EVENT)
 from .depgraph_context import Context, context
 from .nesting import parents_and_after
-from .thread_links import Walk, backward_edges, host_comm_edges, idle_time, section_wait_edges
+from .depgraph_sections import Sections, section_waits, sections_of
+from .thread_links import Walk, backward_edges, host_comm_edges
 from .window import selection
 from .wait_links import read_edges
 from .xla_links import (DEVICE_STAT, RUN_STAT, await_edges, blocked, blocked_edges, blocking_dispatches,
@@ -243,7 +250,7 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
         windows = _dispatch_windows(trace, ctx, host, node_time)
         lo = int(ctx.start[host].min(initial=t0))  # PjRt's reads (wait_links): their threads' waits, their edges
         windows, r_a, r_b, r_w = read_edges(trace, ctx.wait_links.reads, host, gidx, node_time, lo, t1, windows)
-        section = ctx.section[host] if bool(ctx.section[host].any()) else None
+        section = sections_of(trace, ctx, host) if bool(ctx.section[host].any()) else None
         walk = _thread_edges(trace, host, track, names, node_time, edges, waiting, windows, section)
         if walk is not None:  # the links between threads, zero weight, after every other edge
             base = 10.0 * (len(node_time) + 1)
@@ -313,13 +320,12 @@ def _dispatch_windows(trace: Trace, ctx: Context, host: np.ndarray,
 def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.ndarray, node_time: np.ndarray,
                   edges: _Edges, waiting: np.ndarray,
                   windows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
-                  section: np.ndarray | None = None) -> Walk | None:
+                  section: Sections | None = None) -> Walk | None:
     """The host threads' edges (the calls' times: ``node_time``; ``waiting``: per call, it
     waits for the device; ``windows``: where a thread waits for an XLA program run it
     dispatched, ``xla_links.blocking_dispatches``: its edges there weigh nothing;
-    ``section``: per call, a polyprof section, whose own time weighs what of it no other
-    thread's call (but a waiting one) nor device activity of the graph covers,
-    ``thread_links.idle_time``);
+    ``section``: the window's sections, whose own time is their thread's, but where the
+    section waits, ``depgraph_sections.section_waits``);
     returns (per host call its thread and depth, the nodes in the walk's order: each
     thread's in time order), None without host calls."""
     if not len(host):
@@ -352,24 +358,12 @@ def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.n
     if windows is not None:
         weight[blocked(thread[ea], node_time[a], node_time[b], windows)] = 0
     owner = np.where(~a_end, ea, np.where(b_end, eb, parent[ea]))
-    if section is not None:  # (the graph's other events: host calls, but sections, then devices)
-        own = np.flatnonzero((owner >= 0) & section[np.maximum(owner, 0)] & ~top & (weight > 0))
-        busy = np.flatnonzero(~section & ~waiting)  # (a waiting call is no work: what it waits for is)
-        n_h = len(host)
-        b_th = np.r_[thread[busy], np.full(len(node_time) // 2 - n_h, -1, np.int64)]
-        b_s = np.r_[node_time[2 * busy], node_time[2 * n_h::2]]
-        b_e = np.r_[node_time[2 * busy + 1], node_time[2 * n_h + 1::2]]
-        idle = idle_time(thread[ea[own]], node_time[a[own]], node_time[b[own]], b_th, b_s, b_e)
-        cut = own[idle < weight[own]]
-        weight[own] = np.minimum(weight[own], idle)
-        if len(cut):  # the work it waited for leads back to it (the top-level calls under no other call)
-            top_busy = busy[(parent[busy] < 0) | section[np.maximum(parent[busy], 0)]]
-            g_busy = np.r_[top_busy, np.arange(n_h, len(node_time) // 2)]
-            k = np.r_[np.searchsorted(busy, top_busy), np.arange(len(busy), len(b_th))]
-            s_a, s_b, span = section_wait_edges(thread[ea[cut]], a[cut], b[cut], node_time, b_th[k], 2 * g_busy)
-            s_w = idle_time(thread[ea[cut[span]]], node_time[s_a], node_time[s_b], b_th, b_s, b_e)
-            edges.add(s_a, s_b, s_w, SYNC, owner[cut[span]],  # (the section's own time, before and after)
-                      10.0 * (len(node_time) + 1) + 6 * len(node_time) + np.arange(len(s_a), dtype=np.float64))
+    if section is not None:
+        own = np.flatnonzero((owner >= 0) & section.is_section[np.maximum(owner, 0)] & ~top & (weight > 0))
+        if len(own):
+            for s_a, s_b, s_w, s_o, seq in section_waits(section, thread, parent, waiting, node_time, a[own],
+                                                         b[own], weight, own, owner[own]):
+                edges.add(s_a, s_b, s_w, SYNC, s_o, seq)
     seq = np.arange(len(a), dtype=np.float64)
     # one part in walk order: a dependency between top-level ops, else the op's own time
     edges.add(a, b, np.where(top, 0, weight), np.where(top, DEPENDENCY, OPERATOR).astype(np.int8),
@@ -440,6 +434,7 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
     coll_wait = _collective_waits(trace, dev, dev_launch, start, end, track, ctx)
     fill = (kernel_sync < 0) & (coll_wait >= 0)
     kernel_sync[fill] = g_dev[coll_wait[fill]]
+    w_dst, w_src = _wait_lists(ctx, gidx, n_h, n_d)  # OpenCL's event wait lists
 
     # each activity's span
     edges.add(2 * g_dev, 2 * g_dev + 1, dur_of(start, end, dev), OPERATOR, g_dev, base + 4 * k_pos)
@@ -455,9 +450,22 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
     l_ts = start[dev_launch]
     prev_end = np.where(prev >= 0, node_time[2 * np.maximum(prev, 0) + 1], np.iinfo(np.int64).min)
     ks_end = np.where(has_ks, node_time[2 * np.maximum(ks, 0) + 1], np.iinfo(np.int64).min)
+    if len(w_dst):  # each command after those it waited for
+        w_end, d = node_time[2 * w_src + 1], w_dst - n_h
+        np.maximum.at(ks_end, d, w_end)  # (the last end of what each waited for)
+        has_ks = has_ks.copy()
+        has_ks[d] = True
+        # the time from the last thing that held it (launched, its queue's previous done) to
+        # its start: the device's delay in starting it, no event's (as a launch delay)
+        held = (w_end >= ks_end[d]) & (w_end >= prev_end[d]) & (w_end >= l_ts[d])
+        edges.add(2 * w_src + 1, 2 * w_dst, np.where(held, np.maximum(node_time[2 * w_dst] - w_end, 0), 0), SYNC,
+                  np.full(len(w_dst), -1), base + 4 * k_pos[d] + 1)
     g_launch = gidx[dev_launch]
-    launched = ((q_at_launch[dev] == 1) & (q_at_start[dev] == 0) & (prev_end < l_ts) & (ks_end < l_ts)
-                & (g_launch >= 0))
+    # HTA's launch delay: the stream's queue empty at the launch and at the start; an
+    # OpenCL command's (its queue is not counted so): every command before it on its
+    # queue ended by its launch (``Context.idle_at_launch``), and it started after it
+    own_delay = ((q_at_launch[dev] == 1) & (q_at_start[dev] == 0)) | (ctx.idle_at_launch[dev] & (start[dev] >= l_ts))
+    launched = own_delay & (prev_end < l_ts) & (ks_end < l_ts) & (g_launch >= 0)
     gap = (~launched & (prev >= 0) & (start[dev] - prev_end < KERNEL_GAP_LIMIT_NS)
            & (~has_ks | (ks_end < prev_end)))
     edges.add(2 * g_launch[launched], 2 * g_dev[launched], start[dev][launched] - l_ts[launched], LAUNCH,
@@ -495,6 +503,17 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
         last = g_dev[mine[j]]
         edges.add(2 * last + 1, call_node[q], np.zeros(len(q), np.int64), SYNC, np.full(len(q), -1),
                   base + 4 * s_pos[q] + (tr % 1024) / 2048)
+
+
+def _wait_lists(ctx: Context, gidx: np.ndarray, n_h: int, n_d: int) -> tuple[np.ndarray, np.ndarray]:
+    """(graph event of each device activity that waited, graph event of the activity it
+    waited for), both in the graph: ``Context.device_waits`` (OpenCL's event wait lists)."""
+    waiting, waited = ctx.device_waits
+    if not len(waiting):
+        return waiting, waited
+    gw, gs = gidx[waiting], gidx[waited]
+    ok = (gw >= n_h) & (gw < n_h + n_d) & (gs >= n_h) & (gs < n_h + n_d)
+    return gw[ok], gs[ok]
 
 
 def _event_sync_sources(trace: Trace, sy: np.ndarray, ev_kind: np.ndarray, ctx: Context, cid: np.ndarray,

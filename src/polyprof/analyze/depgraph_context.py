@@ -15,16 +15,17 @@ from ..errors import PolyprofError
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.keys import CAT_SECTION
-from ..trace.sorting import last_at_or_before, lexsort, member, row_of_key
+from ..trace.sorting import last_at_or_before, lexsort, member, row_of_key, unique
 from ..trace.vocabulary import CONTEXT_SYNC, EVENT_SYNC, STREAM_SYNC, STREAM_WAIT_EVENT, WAITING_CALLS
 from .common import COMMUNICATION, device_view, names_in
 from .inputs import cpu_comm_rows
 from .thread_links import backward_callers, comm_callers
 from .stream_queues import queue_levels
-from .wait_links import int_stat as _int_stat, wait_links
+from .wait_links import device_wait_links, int_stat as _int_stat, wait_links
 from .xla_links import RUN_STAT, buffer_waits, launched_runs, xla_dispatches, xla_host_ops, xla_waits
 
 if TYPE_CHECKING:
+    from ..derive.correlate import Correlation
     from ..formats.xspace.xla_deps import OpDependencies
 
 
@@ -49,11 +50,10 @@ class Context:
         timed = dur > 0
         # host ops and runtime calls, by start
         host = on_host & timed & member(kinds, np.array([Kind.CPU_OP, Kind.RUNTIME], np.int64))
-        # polyprof's own sections (``polyprof.section``): their time in no op is the step's
-        # too (depgraph: where nothing else runs); a Kineto trace's annotations stay out, as in HTA
-        cat = trace.string_id(CAT_SECTION)
-        self.section = section = (on_host & timed & (np.asarray(ev["category"], np.int64) == cat) if cat >= 0
-                                  else np.zeros(len(start), bool))
+        # polyprof's own sections (``polyprof.section``) and NVTX ranges (the user's sections
+        # in an Nsight or nvprof export): their time in no op is their thread's own
+        # (depgraph); a Kineto trace's annotations stay out, as in HTA
+        self.section = section = sections(trace, on_host & timed)
         host |= section
         # XLA's CPU runtime's ops (kind KERNEL on host threads: xla_links), then the CPU
         # backends' collectives (gloo's work ranges on its threads: annotations)
@@ -100,6 +100,9 @@ class Context:
         self._xla_deps: OpDependencies | None = None
         self._launched: tuple[np.ndarray, np.ndarray] | None = None
         self._buffer_waits: tuple[np.ndarray, np.ndarray] | None = None
+        self._life: tuple[np.ndarray, np.ndarray] | None = None
+        self._dev_waits: tuple[np.ndarray, np.ndarray] | None = None
+        self._idle_launch: np.ndarray | None = None
         self._trace = weakref.ref(trace)  # (kept in the trace's memo: no cycle back through it)
 
     @property
@@ -161,6 +164,34 @@ class Context:
         pos = np.flatnonzero(rows[at] == host)
         return pos, since[at[pos]]
 
+    @property
+    def thread_life(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per track id (``cache.threads`` ids: each host thread's), the start of the
+        thread's first host event and the end of its last (markers too; +/- int64 max for
+        a track that is no thread's), found once: a section's thread waits for a thread
+        whose recorded life lies in its own time (``thread_links.joined``)."""
+        if self._life is None:
+            self._life = thread_life(self.trace, self.on_host, self.start, self.end, self.track)
+        return self._life
+
+    @property
+    def device_waits(self) -> tuple[np.ndarray, np.ndarray]:
+        """(device activity rows, the device activity rows each waited for by its event
+        wait list), ``wait_links.device_wait_links``, found once."""
+        if self._dev_waits is None:
+            self._dev_waits = device_wait_links(self.trace, self.corr, self.cid, self.start, self.end, self.track)
+        return self._dev_waits
+
+    @property
+    def idle_at_launch(self) -> np.ndarray:
+        """Per event row, True for an OpenCL command (its launch an ``clEnqueue*`` call,
+        :data:`OPENCL_ENQUEUE_PREFIX`) whose queue had run every command launched onto it
+        before (the last of them ended by its launch): the time from its launch to its
+        start is its own launch delay (``depgraph``), found once."""
+        if self._idle_launch is None:
+            self._idle_launch = idle_at_launch(self.trace, self.corr, self.names, self.start, self.end, self.track)
+        return self._idle_launch
+
     def stat(self, key: str) -> np.ndarray:
         """:func:`_int_stat` of the trace, decoded once."""
         if key not in self._stats:
@@ -191,6 +222,65 @@ def context(trace: Trace) -> Context:
     :func:`depgraph.build` per step) share it. It holds a few columns of the trace's length for as
     long as the trace lives."""
     return cache.memo(trace, "critical_path_context", Context)
+
+
+#: categories of host ranges the graph takes as sections (:func:`sections`): polyprof's
+#: ``polyprof.section`` and NVTX ranges as Nsight Systems' and nvprof's readers categorise
+#: them (``formats/nsys/tables.py``' ``CAT_NVTX``). Kineto's ``user_annotation`` (torch's
+#: ``record_function``, polyprof's own NVTX recording) stays out, as in HTA
+SECTION_CATEGORIES = (CAT_SECTION, "nvtx")
+#: the launch calls of OpenCL commands (``clEnqueueNDRangeKernel``, ``clEnqueueReadBuffer``...)
+OPENCL_ENQUEUE_PREFIX = "clEnqueue"
+
+
+def sections(trace: Trace, candidate: np.ndarray) -> np.ndarray:
+    """Which of ``candidate`` (host events with a duration) are sections of the graph: of a
+    :data:`SECTION_CATEGORIES` category, and not a step."""
+    ids = np.array([trace.string_id(c) for c in SECTION_CATEGORIES], np.int64)
+    if not bool((ids >= 0).any()):
+        return np.zeros(len(candidate), bool)
+    out = candidate & member(np.asarray(trace.events["category"], np.int64), ids[ids >= 0])
+    if out.any():
+        out[cache.steps(trace).rows] = False  # (an NVTX range taken for the steps)
+    return out
+
+
+def thread_life(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.ndarray,
+                track: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:attr:`Context.thread_life`: per track id, its thread's first start and last end."""
+    big = np.iinfo(np.int64).max
+    first = np.full(len(trace.tracks), big, np.int64)
+    last = np.full(len(trace.tracks), -big, np.int64)
+    h = np.flatnonzero(on_host)
+    if len(h):
+        th = cache.threads(trace)[track[h]]
+        o = np.argsort(th, kind="stable")
+        th = th[o]
+        cut = np.flatnonzero(np.r_[True, th[1:] != th[:-1]])
+        first[th[cut]] = np.minimum.reduceat(start[h[o]], cut)
+        last[th[cut]] = np.maximum.reduceat(end[h[o]], cut)
+    return first, last
+
+
+def idle_at_launch(trace: Trace, corr: "Correlation", names: np.ndarray, start: np.ndarray, end: np.ndarray,
+                   track: np.ndarray) -> np.ndarray:
+    """:attr:`Context.idle_at_launch`. One running maximum of the ends per queue (a
+    program's few)."""
+    out = np.zeros(len(start), bool)
+    ok = corr.launch >= 0
+    called = unique(names[corr.launch[ok]])  # (the launch calls' few names)
+    cl = called[np.array([trace.strings[i].startswith(OPENCL_ENQUEUE_PREFIX) for i in called.tolist()], bool)]
+    if not len(cl):
+        return out
+    ok[ok] = member(names[corr.launch[ok]], cl)
+    dev, launch = corr.device_rows[ok], corr.launch[ok]
+    for tr in unique(track[dev]).tolist():
+        q = np.flatnonzero(track[dev] == tr)
+        q = q[lexsort((start[dev[q]], start[launch[q]]))]  # in launch order
+        reach = np.maximum.accumulate(end[dev[q]])
+        before = np.r_[np.iinfo(np.int64).min, reach[:-1]]  # the last end of those launched before it
+        out[dev[q]] = before < start[launch[q]]
+    return out
 
 
 #: categories of host calls that hold their thread but are neither ops nor runtime calls:

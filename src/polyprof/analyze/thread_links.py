@@ -3,9 +3,10 @@
 thread that runs the backward pass while it blocks, and a CPU backend's collective (gloo)
 and the c10d op that queued it. The finders work once per trace (``depgraph_context.Context``);
 the edge functions return (source, destination) nodes of one window's graph, which
-``depgraph.build`` adds with zero weight. :func:`idle_time`: how much of a section's own
-time on its thread no other thread nor device is busy (what it weighs in the graph);
-:func:`section_wait_edges`: the work it waited for in the rest, leading back to it."""
+``depgraph.build`` adds with zero weight. For a section whose thread waited in its own
+time (``depgraph_sections.section_waits``): :func:`joined`, the threads it started and
+joined; :func:`idle_time`, how much of that time the work it waited for did not cover
+(what it weighs in the graph); :func:`section_wait_edges`, that work leading back to it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..derive import cache
 from ..derive.intervals import covered, union
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import member, unique
+from ..trace.sorting import lexsort, member, unique
 
 #: a graph walk of the host calls: (per call its thread and nesting depth, the nodes in
 #: the walk's order: each thread's in time order), as ``depgraph`` walks them
@@ -199,23 +200,57 @@ def host_comm_edges(walk: Walk, host: np.ndarray, node_time: np.ndarray, caller:
 
 
 def idle_time(thread: np.ndarray, a: np.ndarray, b: np.ndarray, busy_thread: np.ndarray, busy_s: np.ndarray,
-              busy_e: np.ndarray) -> np.ndarray:
-    """Per span ``[a, b]`` of a host ``thread`` (a section's time in no op): how much of it
-    no other thread nor device is busy, each busy in its events alone (``busy_thread``,
-    ``busy_s``, ``busy_e``; the devices: thread -1), so that a background thread's few small
-    ops take only their own time. One merge of the other threads' events per spans' thread
-    (a handful)."""
+              busy_e: np.ndarray, key: np.ndarray | None = None, busy_key: np.ndarray | None = None) -> np.ndarray:
+    """Per span ``[a, b]`` of a host ``thread`` (a section's time in no op that waits):
+    how much of it no other thread nor device is busy, each busy in its events alone
+    (``busy_thread``, ``busy_s``, ``busy_e``; the devices: thread -1), so that a
+    background thread's few small ops take only their own time. ``key``, ``busy_key``:
+    where given, a span of one key counts only the work of that key busy (a joined
+    thread's, :func:`joined`). One merge of the work per key (a handful)."""
     out = (b - a).astype(np.int64)
-    for th in unique(thread).tolist():
-        q = np.flatnonzero(thread == th)
-        other = (busy_thread != th) & (busy_e > busy_s)
+    for th in unique(thread if key is None else key).tolist():
+        if key is None:
+            q = np.flatnonzero(thread == th)
+            other = (busy_thread != th) & (busy_e > busy_s)
+        else:
+            q = np.flatnonzero(key == th)
+            other = (busy_key == th) & (busy_e > busy_s)
         us, ue = union(busy_s[other], busy_e[other])
         out[q] -= covered(us, ue, a[q], b[q])
     return out
 
 
+def joined(thread: np.ndarray, a: np.ndarray, b: np.ndarray, plane: np.ndarray, candidates: np.ndarray,
+           first: np.ndarray, last: np.ndarray, c_plane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(span, thread) pairs: a section's thread waiting for a thread it started and joined
+    (Python's ``Thread.join`` records no event): of the spans ``[a, b]`` of host threads
+    ``thread`` (a section's own time, one thread's spans disjoint; ``plane``: their
+    process), the one each of the threads ``candidates`` (of process ``c_plane``) lived in
+    (its first event started at or after ``a``, its last ended by ``b``: ``first``,
+    ``last``), on another thread of its process; where several spans hold it, the one
+    that ended first (its thread the first to go on). One search per spans' thread."""
+    span: list[np.ndarray] = []
+    who: list[np.ndarray] = []
+    for th in unique(thread).tolist():
+        q = np.flatnonzero(thread == th)
+        q = q[np.argsort(a[q], kind="stable")]
+        c = np.flatnonzero((candidates != th) & (c_plane == plane[q[0]]))
+        i = np.searchsorted(a[q], first[c], "right") - 1  # the span each thread's life starts in
+        ok = (i >= 0) & (last[c] <= b[q[np.maximum(i, 0)]]) & (last[c] >= first[c])
+        span.append(q[i[ok]])
+        who.append(candidates[c[ok]])
+    s, w = (np.concatenate(span), np.concatenate(who)) if span else (_NONE, _NONE)
+    if not len(s):
+        return _NONE, _NONE
+    o = lexsort((b[s], w))
+    s, w = s[o], w[o]
+    keep = np.r_[True, w[1:] != w[:-1]]  # per thread, the span that ended first
+    return s[keep], w[keep]
+
+
 def section_wait_edges(thread: np.ndarray, a: np.ndarray, b: np.ndarray, node_time: np.ndarray,
-                       busy_thread: np.ndarray, busy_node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       busy_thread: np.ndarray, busy_node: np.ndarray, key: np.ndarray | None = None,
+                       busy_key: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(source, destination, span) nodes: a section's thread waiting for other work during its
     own time (per span, nodes ``a`` to ``b`` of a host ``thread``, one thread's spans
     disjoint: the stretches whose weight :func:`idle_time` cut), as a waiting call: from
@@ -227,16 +262,17 @@ def section_wait_edges(thread: np.ndarray, a: np.ndarray, b: np.ndarray, node_ti
     so a thread joining a worker, or blocking until an XLA run is ready, has the work it
     waited for on its path, the pauses between, then its own work after (``depgraph``
     weighs each edge by the :func:`idle_time` between its nodes: the worker's start-up,
-    its pauses, the section's own)."""
+    its pauses, the section's own). ``key``, ``busy_key``: where given, the spans of one
+    key (disjoint) take only the work of that key (a joined thread's)."""
     src: list[np.ndarray] = []
     dst: list[np.ndarray] = []
     span: list[np.ndarray] = []
     s_all, e_all = node_time[busy_node], node_time[busy_node + 1]
-    for th in unique(thread).tolist():
-        q = np.flatnonzero(thread == th)
+    for th in unique(thread if key is None else key).tolist():
+        q = np.flatnonzero((thread if key is None else key) == th)
         q = q[np.argsort(node_time[a[q]], kind="stable")]
         qa, qb = node_time[a[q]], node_time[b[q]]
-        k = np.flatnonzero((busy_thread != th) & (e_all > s_all))
+        k = np.flatnonzero(((busy_thread != th) if busy_key is None else (busy_key == th)) & (e_all > s_all))
         s, e = s_all[k], e_all[k]
         i = np.searchsorted(qa, s, "right") - 1  # the span each starts in
         ok = (i >= 0) & (s < qb[np.maximum(i, 0)])

@@ -13,7 +13,8 @@ host plane; an activity ending more than ``AGREE_NS`` after the wait's end is ne
   (the stream's order holds them), on several queues they are not linked.
 * **a blocking call** (``blocking`` stat 1: a blocking read, write or map) that launched
   device activity: its own command, which on an in-order queue ran after every command
-  enqueued before it (the stream's order again).
+  enqueued before it (the stream's order again). So is a waiting call that launched its
+  own device work (``WAITING_CALLS``: a synchronous ``cudaMemcpy``, ``hipMemcpy``).
 * **a queue wait** (``QUEUE_WAIT_CALLS``: ``clFinish``; and an event wait or blocking call
   of the two kinds above whose command is not found, with a ``queue`` stat): on each
   device track where that queue's launches ran, the last activity launched before the
@@ -26,6 +27,11 @@ host plane; an activity ending more than ``AGREE_NS`` after the wait's end is ne
 
 A wait that is linked weighs nothing on the path (its time is the device work's); one
 linked to nothing in the window (its work launched in an earlier step) keeps its time.
+
+Device work that waits for other device work (:func:`device_wait_links`): an OpenCL
+command enqueued with an event wait list (``wait_for=``) records the correlation ids of
+the commands of those events (``wait_list`` stat, "3,7"); the graph makes it start after
+each of them ends, as a CUDA stream waiting on an event (``Stream Wait Event``).
 
 PjRt's reads of a device buffer (``np.asarray`` of a ``jax.Array`` on a GPU, XLA's
 ``XLA_TRANSFER_DISPATCHES`` and ``XLA_TRANSFER_RESUMES``) wait in no event of their own:
@@ -63,7 +69,8 @@ from ..trace import keys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.sorting import find, first_at_or_after, last_at_or_before, lexsort, member, unique, unique_rows
-from ..trace.vocabulary import EVENT_WAIT_CALLS, QUEUE_WAIT_CALLS, XLA_TRANSFER_DISPATCHES, XLA_TRANSFER_RESUMES
+from ..trace.vocabulary import (EVENT_WAIT_CALLS, QUEUE_WAIT_CALLS, WAITING_CALLS, XLA_TRANSFER_DISPATCHES,
+                                XLA_TRANSFER_RESUMES)
 from .common import names_in
 from .xla_links import contexts
 
@@ -167,10 +174,13 @@ def wait_links(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.nda
     named = names_in(trace, EVENT_WAIT_CALLS + QUEUE_WAIT_CALLS)
     w_rows, w_for = _sparse(trace, keys.WAITS_FOR, on_host)
     b_rows = _sparse(trace, keys.BLOCKING, on_host)[0]
-    if not (named.any() or len(w_rows) or len(b_rows)) or not len(corr.device_rows):
-        return WaitLinks(none, none, none, reads)
     ok = corr.launch >= 0
     dev, launch = corr.device_rows[ok], corr.launch[ok]
+    # a waiting call that launched its own work (a synchronous ``cudaMemcpy``) waits for it
+    copies = unique(launch[names_in(trace, WAITING_CALLS)[names[launch]] & on_host[launch]])
+    if not (named.any() or len(w_rows) or len(b_rows) or len(copies)) or not len(dev):
+        return WaitLinks(none, none, none, reads)
+    b_rows = unique(np.concatenate([b_rows, copies]))
     plane = np.asarray(trace.track_plane, np.int64)[track]
     waits, devs = [none], [none]
     # event waits: the activity launched by the call of that correlation id, on the wait's plane
@@ -182,7 +192,7 @@ def wait_links(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.nda
     own = member(launch, b_rows)
     waits.append(launch[own])
     devs.append(dev[own])
-    rest = unique(np.concatenate([w_rows, b_rows, np.flatnonzero(on_host & named[names])]))
+    rest = unique(np.concatenate([w_rows, b_rows[~member(b_rows, copies)], np.flatnonzero(on_host & named[names])]))
     rest = rest[~member(rest, np.concatenate(waits))]  # the waits no rule above linked
     q_w, q_d, queued = _queue_waits(trace, rest, dev, launch, start)
     waits.append(q_w)
@@ -199,6 +209,45 @@ def wait_links(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.nda
     w, d = w[keep], d[keep]
     o = np.argsort(start[w], kind="stable")
     return WaitLinks(w[o], d[o], start[w[o]], reads)
+
+
+def device_wait_links(trace: Trace, corr: Correlation, cid: np.ndarray, start: np.ndarray, end: np.ndarray,
+                      track: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(device activity rows, the activity row each waited for): per ``wait_list`` stat of
+    a device activity, each correlation id it names, the activity launched by the call of
+    that id on its launch's host plane; a pair the timestamps contradict (the waited-for
+    activity ending over ``AGREE_NS`` after the other started) is left out. By the
+    waiting row."""
+    none = np.zeros(0, np.int64)
+    col = trace.stat(keys.WAIT_LIST)
+    if col is None or not len(col) or not len(corr.device_rows):
+        return none, none
+    rows = np.asarray(col.rows, np.int64)
+    texts = np.asarray(col.values, object).astype(str)
+    ok = np.char.str_len(texts) > 0
+    rows, texts = rows[ok], texts[ok]
+    if not len(rows):
+        return none, none
+    try:  # one split of all the lists, not one per row
+        ids = np.array(",".join(texts.tolist()).split(","), np.int64)
+    except ValueError:  # a list that is not numbers (another tool's stat): nothing usable
+        return none, none
+    waiting = np.repeat(rows, np.char.count(texts, ",") + 1)
+    ok = corr.launch >= 0
+    dev, launch = corr.device_rows[ok], corr.launch[ok]
+    plane = np.asarray(trace.track_plane, np.int64)[track]
+    key = np.where(cid[launch] >= 0, plane[launch] * (1 << 40) + (cid[launch] & ((1 << 40) - 1)), -1)
+    row_launch = np.full(len(start), -1, np.int64)
+    row_launch[dev] = launch
+    w_launch = row_launch[waiting]
+    at = find(key, np.where(w_launch >= 0, plane[np.maximum(w_launch, 0)] * (1 << 40) + (ids & ((1 << 40) - 1)),
+                            -2))
+    has = at >= 0
+    waiting, waited = waiting[has], dev[at[has]]
+    keep = (waited != waiting) & (end[waited] <= start[waiting] + AGREE_NS)
+    waiting, waited = waiting[keep], waited[keep]
+    o = np.argsort(waiting, kind="stable")
+    return waiting[o], waited[o]
 
 
 def _queue_waits(trace: Trace, rows: np.ndarray, dev: np.ndarray, launch: np.ndarray,

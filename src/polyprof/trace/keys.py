@@ -78,6 +78,7 @@ QUEUE_DELAY = "queue_delay_ns"  # device start - queued (time a command waited i
 SUBMIT_DELAY = "submit_delay_ns"  # submit - queued, on the device clock
 WAITS_FOR = "waits_for"  # on a wait call: correlation id of the latest command it waited for
 BLOCKING = "blocking"  # 1 on a host call that returned only after its command completed
+WAIT_LIST = "wait_list"  # on device work: correlation ids of the commands it waited for ("3,7", OpenCL)
 
 # --- memory (docs/analysis.md, "Memory") -------------------------------------------
 # An allocation or a free is an instant event (dur 0) with an ALLOC_BYTES stat, on the

@@ -40,6 +40,7 @@ class Calls:
     global_size: list[object]  # an int or a tuple of ints, or None
     local_size: list[object]
     blocking: np.ndarray
+    waits: list[object]  # the handles of the enqueue's event wait list, or None
 
     @property
     def n(self) -> int:
@@ -59,7 +60,7 @@ def flatten(rec: ic.Recording) -> Calls:
         api=np.fromiter(flat[0::S], np.int32, n), t0=np.fromiter(flat[1::S], np.int64, n),
         t1=np.fromiter(flat[2::S], np.int64, n), corr=np.fromiter(flat[3::S], np.int64, n),
         events=flat[4::S], queues=flat[5::S], info=flat[6::S], global_size=flat[7::S],
-        local_size=flat[8::S], blocking=np.array(flat[9::S], dtype=bool).reshape(n))
+        local_size=flat[8::S], blocking=np.array(flat[9::S], dtype=bool).reshape(n), waits=flat[10::S])
 
 
 def _ptr(obj: object) -> int:
@@ -226,3 +227,21 @@ def byte_counts(c: Calls, rows: np.ndarray) -> np.ndarray:
     not_kernel = (c.api[rows] != ic.KERNEL).tolist()
     return np.fromiter((info[i] if nk and isinstance(info[i], int) and info[i] >= 0 else -1
                         for i, nk in zip(rows.tolist(), not_kernel)), np.int64, len(rows))
+
+
+def wait_lists(c: Calls, ptr_to_row: dict[int, int], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of ``rows``, those enqueued with an event wait list of recorded commands: their
+    positions in ``rows`` and the correlation ids of those commands as text ("3,7", the
+    ``wait_list`` stat); one pass over the rows that have a list (a program's few)."""
+    waits = c.waits
+    pos: list[int] = []
+    texts: list[str] = []
+    for k, i in enumerate(rows.tolist()):
+        w = waits[i]
+        if not w:
+            continue
+        ids = [int(c.corr[j]) for j in (ptr_to_row.get(p) for p in w) if j is not None]  # type: ignore[union-attr]
+        if ids:
+            pos.append(k)
+            texts.append(",".join(map(str, ids)))
+    return np.asarray(pos, np.int64), np.asarray(texts, object)

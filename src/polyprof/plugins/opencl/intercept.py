@@ -61,6 +61,12 @@ API: dict[int, tuple[str, str, str]] = {
     SVM_UNMAP: ("clEnqueueSVMUnmap", "SVMUnmap", "opencl_map"),
     MIGRATE: ("clEnqueueMigrateMemObjects", "MigrateMemObjects", "gpu_memcpy"),
 }
+#: per generic enqueue (``wrap_generic``), the position of its ``wait_for`` argument in
+#: pyopencl's signature (0: the queue); by keyword only for the rest
+WAIT_FOR_AT = {COPY: 6, WRITE_RECT: 8, READ_RECT: 8, COPY_RECT: 8, FILL: 5, READ_IMAGE: 7, WRITE_IMAGE: 7,
+               COPY_IMAGE: 6, COPY_IMAGE_TO_BUFFER: 6, COPY_BUFFER_TO_IMAGE: 6, FILL_IMAGE: 5, MAP_BUFFER: 8,
+               MAP_IMAGE: 9, MARKER_WL: 1, BARRIER_WL: 1, SVM_MEMCPY: 4, SVM_MEMFILL: 4, SVM_MAP: 4,
+               SVM_UNMAP: 2, MIGRATE: 3}
 #: calls that make the host wait for the device
 SYNC_APIS = frozenset({FINISH, EVENT_WAIT, WAIT_FOR_EVENTS})
 #: calls that block by default (pyopencl's is_blocking=True)
@@ -70,13 +76,14 @@ BLOCKING_BY_DEFAULT = frozenset({READ, WRITE, READ_RECT, WRITE_RECT, READ_IMAGE,
 
 #: fields per record; the lists are flat (``extend`` with a temporary tuple) so the
 #: garbage collector does not have to track one more tuple per call
-STRIDE = 10
+STRIDE = 11
 
 
 class Recording:
     """What the wrappers append to: one flat list per thread of
-    ``api, t0, t1, corr, event, queue, info, global_size, local_size, blocking``
-    records (``info``: the kernel, a byte count, or the waited events' handles); and
+    ``api, t0, t1, corr, event, queue, info, global_size, local_size, blocking, waits``
+    records (``info``: the kernel, a byte count, or the waited events' handles;
+    ``waits``: the handles of the enqueue's event wait list, None for none); and
     the queues the program closed during the session (``id(queue)`` -> QueueRef)."""
 
     def __init__(self) -> None:
@@ -152,7 +159,23 @@ def _int(v: object, default: int) -> int:
     return int(v) if isinstance(v, SupportsInt) else default
 
 
-def _rec_call(api: int, t0: int, t1: int, ev: object, queue: object, info: object, blocking: bool) -> None:
+def _handles(wait_for: object) -> tuple[int, ...] | None:
+    """The cl_event handles of an enqueue's ``wait_for`` (None for none): the events
+    themselves are not kept (a NannyEvent would keep the user's host array alive). Each
+    is an event a recorded enqueue returned (the recording holds it: its handle is not
+    reused meanwhile) or one polyprof did not record (left out at collect)."""
+    if not wait_for:
+        return None
+    return tuple(int(e.int_ptr) for e in wait_for)  # type: ignore[attr-defined]  # (an iterable of events)
+
+
+def _wait_for(args: tuple, kwargs: dict, i: int) -> object:
+    """The ``wait_for`` argument: positional ``i`` (after the wrapper's named ones) or by keyword."""
+    return args[i] if len(args) > i else kwargs.get("wait_for")
+
+
+def _rec_call(api: int, t0: int, t1: int, ev: object, queue: object, info: object, blocking: bool,
+              waits: tuple[int, ...] | None = None) -> None:
     rec = _rec
     if rec is None or not rec.active:
         return
@@ -161,7 +184,7 @@ def _rec_call(api: int, t0: int, t1: int, ev: object, queue: object, info: objec
     except AttributeError:
         buf = rec.buffer()
     buf.extend((api, t0, t1, next(rec._corr), _plain(ev) if ev is not None else None, queue, info,
-                None, None, blocking))
+                None, None, blocking, waits))
 
 
 # ----------------------------------------------------------------------------- wrappers
@@ -180,8 +203,10 @@ def wrap_kernel(orig: Callable[..., object]) -> Callable[..., object]:
                     buf = rec._tls.buf
                 except AttributeError:
                     buf = rec.buffer()
+                # (global_work_offset, wait_for, ...: pyopencl's kernel call passes them by position)
+                wf = args[1] if len(args) > 1 else kwargs.get("wait_for")
                 buf.extend((KERNEL, t0, t1, next(rec._corr), ev, queue, kernel, global_work_size,
-                            local_work_size, False))
+                            local_work_size, False, _handles(wf) if wf else None))
             except Exception:  # never into the user's program
                 pass
         return ev
@@ -209,7 +234,7 @@ def wrap_host_transfer(orig: Callable[..., object], api: int) -> Callable[..., o
                 if nbytes is None:
                     nbytes = _nbytes(hostbuf)
                 buf.extend((api, t0, t1, next(rec._corr), _plain(ev), queue, nbytes, None, None,
-                            bool(blocking)))
+                            bool(blocking), _handles(_wait_for(args, kwargs, 1))))
             except Exception:
                 pass
         return ev
@@ -279,7 +304,9 @@ def wrap_generic(orig: Callable[..., object], api: int) -> Callable[..., object]
             queue = args[0] if args else kwargs.get("queue")
             ev = res[1] if api in (MAP_BUFFER, MAP_IMAGE) and isinstance(res, tuple) else res
             info, blocking = _info_for(api, args, kwargs, res)
-            _rec_call(api, t0, t1, ev, queue, info, blocking)
+            pos = WAIT_FOR_AT.get(api, -1)
+            _rec_call(api, t0, t1, ev, queue, info, blocking,
+                      _handles(kwargs.get("wait_for") if pos < 0 else _wait_for(args, kwargs, pos)))
         except Exception:
             pass
         return res
@@ -295,7 +322,7 @@ def wrap_unmap(orig: Callable[..., object]) -> Callable[..., object]:
         t1 = _now()
         try:
             _rec_call(UNMAP, t0, t1, ev, queue if queue is not None else getattr(ev, "command_queue", None),
-                      -1, False)
+                      -1, False, _handles(wait_for))
         except Exception:
             pass
         return ev

@@ -375,7 +375,7 @@ class OpenCLPlugin(Plugin):
         for qp, info in qinfo.items():
             sel = np.flatnonzero(dt.timed & (qkey == qp))
             if len(sel):
-                dev_rows[sel] = self._device_events(b, c, sel, info, qp, fits[info["dev"]], dt.ts)
+                dev_rows[sel] = self._device_events(b, c, sel, info, qp, fits[info["dev"]], dt.ts, dt.ptr_to_row)
         self._memory_events(b, host, dev_index)
         linked = (dev_rows >= 0) & (host_rows >= 0)
         b.flows(host_rows[linked], dev_rows[linked], c.corr[linked], "ac2g")
@@ -437,7 +437,7 @@ class OpenCLPlugin(Plugin):
         return host_rows
 
     def _device_events(self, b: TraceBuilder, c: calls.Calls, sel: np.ndarray, info: QueueInfo, qp: int,
-                       fit: ClockFit, ts: np.ndarray) -> np.ndarray:
+                       fit: ClockFit, ts: np.ndarray, ptr_to_row: dict[int, int]) -> np.ndarray:
         """The timed commands ``sel`` of one queue on its (device, queue) track."""
         from . import calls
         from . import intercept as ic
@@ -459,6 +459,9 @@ class OpenCLPlugin(Plugin):
             keys.SUBMIT_DELAY: ts[sel, 1] - ts[sel, 0],
         })
         self._size_stats(b, c, sel, rows)
+        k, lists = calls.wait_lists(c, ptr_to_row, sel)  # what each command waited for (wait_for=)
+        if len(k):
+            b.add_stat(keys.WAIT_LIST, rows[k], lists)
         return rows
 
     @staticmethod
