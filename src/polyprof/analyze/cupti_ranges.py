@@ -17,11 +17,11 @@ pairs them with the kernel launches in order, and polyprof follows its rule:
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import logs
 from ..derive import cache
 from ..derive.intervals import TimeKeys, nesting_depth
 from ..trace import vocabulary
@@ -36,7 +36,7 @@ from .window_counting import inside
 if TYPE_CHECKING:
     from .table import Table
 
-log = logging.getLogger(__name__)
+log = logs.kept(__name__)
 
 #: the columns before the counters
 COLUMNS = ["range", "name", "start_ns", "launch_ns", "top_op", "bottom_op", "op_stack", "flops"]

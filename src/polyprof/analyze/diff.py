@@ -47,12 +47,12 @@ where a side has none (``_Collector.settle``; the verdict's notes: ``diff_notes.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+from .. import logs
 from ..errors import PolyprofError
 from .common import CLASS_NAMES
 from .diff_stats import (NO_REACH, TESTS, Compared, Samples, SparseSamples, adjust, change_of, compare, decide,
@@ -70,7 +70,7 @@ from .table import Table
 from .units import fmt_ns
 from .window import AUTO, WindowArg
 
-log = logging.getLogger(__name__)
+log = logs.kept(__name__)
 
 TABLES = ("kernels", "ops", "sections")
 ALPHA = 0.05

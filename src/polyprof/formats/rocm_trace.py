@@ -10,12 +10,12 @@ device work with its correlation id.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .. import logs
 from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
@@ -23,7 +23,7 @@ from ..trace.core import Trace
 from ..trace.sorting import unique
 from .parts import Part, flow_pairs, group_rows
 
-log = logging.getLogger(__name__)
+log = logs.kept(__name__)
 
 #: rocprofiler-sdk's buffer-record kinds -> polyprof categories (trace/categories.py)
 API_CATEGORIES = {"HIP_RUNTIME_API": "hip_runtime", "HIP_RUNTIME_API_EXT": "hip_runtime",

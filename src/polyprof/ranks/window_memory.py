@@ -19,11 +19,11 @@ out (said in the log), and a later peak's table and live counts leave them out t
 
 from __future__ import annotations
 
-import logging
 from typing import NamedTuple
 
 import numpy as np
 
+from .. import logs
 from ..analyze.frames import column, frame
 from ..analyze.memory import TOP_LIVE, _around, _live_at, _peaks, context, holder_rows, memory, ops_around
 from ..derive.projection import section_rows
@@ -31,7 +31,7 @@ from ..analyze.table import Table
 from ..trace.core import Trace
 from ..trace.memory import Memory
 
-log = logging.getLogger(__name__)
+log = logs.kept(__name__)
 
 #: live allocations carried from one window to the next, per series, at most
 CARRY = 1 << 12

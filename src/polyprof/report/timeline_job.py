@@ -9,12 +9,12 @@ loads the ranks' traces from the job's :class:`~polyprof.ranks.traceset.TraceSet
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from .. import logs
 from ..analyze.frames import column
 from ..analyze.units import fmt_ns
 from ..analyze.window import WindowArg, view
@@ -27,7 +27,7 @@ from .timeline import MAX_CRITICAL_PATH_EVENTS, Part
 if TYPE_CHECKING:
     from ..ranks.report import JobReport
 
-log = logging.getLogger(__name__)
+log = logs.kept(__name__)
 
 MAX_MARKS = 2000
 
