@@ -91,22 +91,17 @@ def _write_bytes(c: Captured, path: Path) -> Path:
 
 
 def _somewhere(path: Path, write: Callable[[Path], object]) -> Path:
-    """``write(path)``, else ``write`` into a file of the temporary directory named after
-    it, as ``polyprof run`` falls back (a capture cannot be taken again): where it went.
-    An OutputError naming both where neither could be written."""
+    """``write(path)``, else into a file of the temporary directory as ``polyprof run``
+    falls back (collect/output.to_fallback: a capture cannot be taken again): where it
+    went. An OutputError naming both where neither could be written."""
     try:
         write(path)
         return path
     except OutputError as e:
-        first = e
-    from ..collect.output import fallback_path  # (only when the output cannot be written)
+        first = str(e)
+    from ..collect.output import to_fallback  # (only when the output cannot be written)
 
-    alt = fallback_path(path)
-    try:
-        write(alt)
-    except (OutputError, OSError) as e:
-        alt.unlink(missing_ok=True)
-        raise OutputError(f"{first}; the fallback failed too: {e}") from None
+    alt = to_fallback(path, write, first)
     log.error("%s; the capture was written to %s instead", first, alt)
     return alt
 

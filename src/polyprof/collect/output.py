@@ -29,7 +29,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from ..errors import OutputError
 from ..outfile import check_target, drop_lock, lock_path, replacing, take_lock
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from .session import Session
 
 __all__ = ["ANY", "OutputError", "Stamp", "Written", "beside", "check_target", "fallback_path", "journal_note",
-           "launcher_rank", "nest_root", "open_exclusive", "per_rank", "save", "shown_path", "stamp", "write_atomic",
-           "written_line"]
+           "launcher_rank", "nest_root", "open_exclusive", "per_rank", "save", "shown_path", "stamp", "to_fallback",
+           "write_atomic", "written_line"]
 
 log = logging.getLogger("polyprof")
 
@@ -270,6 +270,23 @@ def fallback_path(requested: Path) -> Path:
     return Path(name)
 
 
+def to_fallback(requested: Path, write: Callable[[Path], object], first: str) -> Path:
+    """``write`` into a fresh file of the temporary directory named after ``requested``,
+    whose own write failed with ``first``: the file written. Where that fails too, the
+    fallback file is removed and an OutputError names both failures. The one rule for
+    where a trace goes when its output cannot be written (:func:`save`, capture/output.py)."""
+    alt = None
+    try:
+        alt = fallback_path(requested)
+        write(alt)
+    except (OutputError, OSError) as e:
+        if alt is not None:  # (the empty file fallback_path made: not left in the temporary directory)
+            with contextlib.suppress(OSError):
+                alt.unlink()
+        raise OutputError(f"{first}; the fallback failed too: {e}") from None
+    return alt
+
+
 def save(trace: Trace, requested: Path, follow_symlinks: bool = False, found: object = ANY,
          again: Written | None = None) -> Written:
     """Write at ``requested`` (replacing a file there only while it is as ``found``, else
@@ -292,15 +309,10 @@ def save(trace: Trace, requested: Path, follow_symlinks: bool = False, found: ob
         if at == requested:
             log.warning("%s %s: not replaced; this run's trace is %s", shown_path(requested), what, shown_path(path))
         return Written(requested, path, why, stamp(path))
-    alt = None
     try:
-        alt = fallback_path(requested)
-        write_atomic(trace, alt, follow_symlinks=False)
-    except (OutputError, OSError) as e:
-        if alt is not None:  # (the empty file fallback_path made: not left in the temporary directory)
-            with contextlib.suppress(OSError):
-                alt.unlink()
-        log.error("%s; the fallback failed too: %s", first, e)
+        alt = to_fallback(requested, lambda at: write_atomic(trace, at, follow_symlinks=False), first)
+    except OutputError as e:
+        log.error("%s", e)
         return Written(requested, None, first)
     log.error("%s; the trace was written to %s instead", first, alt)
     return Written(requested, alt, first)
