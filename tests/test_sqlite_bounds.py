@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 import polyprof
 from polyprof.errors import TraceFormatError
 from polyprof.formats import sqlite_bounds
+from sqlite_query import execute
 
 #: an Nsight kernel row computed from x (what the audit's views select)
 _ROW = ("x*1000 AS start, x*1000+500 AS end, 0 AS deviceId, 1 AS contextId, 7 AS streamId, x AS correlationId, "
@@ -32,20 +32,11 @@ _ROCPD = ('id INTEGER PRIMARY KEY, start INTEGER, "end" INTEGER, kernel_id INTEG
 _ENDLESS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c)"
 
 
-def _db(path: Path, *sql: str) -> Path:
-    conn = sqlite3.connect(path)
-    for s in sql:
-        conn.execute(s)
-    conn.commit()
-    conn.close()
-    return path
-
-
 def _nsys_endless(path: Path, one_row: bool = False) -> Path:
     """An Nsight-named kernel table that is a view over a query without end: its rows
     (``one_row``: one row, the max of them, which SQLite never reaches)."""
     src = "(SELECT max(x) AS x FROM c)" if one_row else "c"
-    return _db(path, "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT)",
+    return execute(path, "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT)",
                f"CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS {_ENDLESS} SELECT {_ROW} FROM {src}")
 
 
@@ -60,7 +51,7 @@ def test_endless_views_are_refused_by_the_rows_a_file_can_hold(tmp_path: Path) -
     """Before: ``SELECT min(rowid), max(rowid)`` on the view ran for ever (SIGTERM could
     not stop it). Now a view is read row by row, at most half the file's bytes in rows."""
     nsys = _nsys_endless(tmp_path / "nsys_view.sqlite")
-    rocpd = _db(tmp_path / "rocpd_view.sqlite", "CREATE TABLE rocpd_string(id INTEGER PRIMARY KEY, string TEXT)",
+    rocpd = execute(tmp_path / "rocpd_view.sqlite", "CREATE TABLE rocpd_string(id INTEGER PRIMARY KEY, string TEXT)",
                 "INSERT INTO rocpd_string VALUES(1, 'k')",
                 f'CREATE VIEW rocpd_kernel_dispatch AS {_ENDLESS} SELECT x AS id, x*1000 AS start, x*1000+500 AS "end", '
                 "1 AS kernel_id, 1 AS agent_id, 1 AS queue_id, 1 AS stream_id, 1 AS region_name_id, x AS dispatch_id, "
@@ -145,7 +136,7 @@ def test_a_signal_handler_that_raises_in_process_stops_the_load(tmp_path: Path) 
 def test_a_string_table_view_of_a_900_mb_value_is_refused(tmp_path: Path) -> None:
     """Before: 3.5 GB RSS and still running at 120 s (the text report measuring the name).
     Now SQLite stops at SQLITE_LIMIT_LENGTH (512 MiB) before it makes the value."""
-    path = _db(tmp_path / "nsys_blob.sqlite",
+    path = execute(tmp_path / "nsys_blob.sqlite",
                "CREATE VIEW StringIds AS SELECT 1 AS id, CAST(zeroblob(900000000) AS TEXT) AS value",
                f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({_KERNEL})",
                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(1000,2000,0,1,7,1,16777216,1,1,1,1,1,1,1,1)")
@@ -159,7 +150,7 @@ def test_names_past_the_limit_are_cut(tmp_path: Path) -> None:
     """A kernel name of 200,000 characters in StringIds (a table, not a view): cut to
     MAX_NAME_CHARS, the kernel still read."""
     long = "k" * 200_000
-    path = _db(tmp_path / "long.sqlite", "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT)",
+    path = execute(tmp_path / "long.sqlite", "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT)",
                f"INSERT INTO StringIds VALUES(1, '{long}')", f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({_KERNEL})",
                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(1000,2000,0,1,7,1,16777216,1,1,1,1,1,1,1,1)")
     t = polyprof.load(path)
@@ -179,9 +170,9 @@ def test_rocpd_kernels_behind_a_view_read_as_the_same_rows_in_a_table(tmp_path: 
     (``min(rowid)`` of a view is NULL: read as empty)."""
     rows = [f"INSERT INTO kd VALUES({i},{i * 1000},{i * 1000 + 500},1,1,1,1,1,{i},1,1,1)" for i in range(1, 101)]
     strings = ("CREATE TABLE rocpd_string(id INTEGER PRIMARY KEY, string TEXT)", "INSERT INTO rocpd_string VALUES(1,'k')")
-    view = _db(tmp_path / "view.sqlite", *strings, f"CREATE TABLE kd({_ROCPD})", *rows,
+    view = execute(tmp_path / "view.sqlite", *strings, f"CREATE TABLE kd({_ROCPD})", *rows,
                "CREATE VIEW rocpd_kernel_dispatch AS SELECT * FROM kd")
-    table = _db(tmp_path / "table.sqlite", *strings, f"CREATE TABLE rocpd_kernel_dispatch({_ROCPD})",
+    table = execute(tmp_path / "table.sqlite", *strings, f"CREATE TABLE rocpd_kernel_dispatch({_ROCPD})",
                 *(r.replace("INTO kd", "INTO rocpd_kernel_dispatch") for r in rows))
     _same_kernels(table, view)
 
@@ -190,10 +181,10 @@ def test_nsys_kernels_behind_a_view_read_as_the_same_rows_in_a_table(tmp_path: P
     """Before: "its tables: none" (the view read as empty)."""
     strings = ("CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT)", "INSERT INTO StringIds VALUES(1, 'k')")
     rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 100)"
-    view = _db(tmp_path / "view.sqlite", *strings, f"CREATE TABLE k({_KERNEL})",
+    view = execute(tmp_path / "view.sqlite", *strings, f"CREATE TABLE k({_KERNEL})",
                f"INSERT INTO k {rows} SELECT {_ROW} FROM c",
                "CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM k")
-    table = _db(tmp_path / "table.sqlite", *strings, f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({_KERNEL})",
+    table = execute(tmp_path / "table.sqlite", *strings, f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({_KERNEL})",
                 f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL {rows} SELECT {_ROW} FROM c")
     _same_kernels(table, view)
 
@@ -201,7 +192,7 @@ def test_nsys_kernels_behind_a_view_read_as_the_same_rows_in_a_table(tmp_path: P
 def test_a_string_table_with_text_ids_names_the_table(tmp_path: Path) -> None:
     """Before: "damaged or unsupported content (ValueError: invalid literal for int() with
     base 10: 'x')", the last net's words, no table named."""
-    path = _db(tmp_path / "bogus1.sqlite", "CREATE TABLE StringIds(id TEXT, value INTEGER)",
+    path = execute(tmp_path / "bogus1.sqlite", "CREATE TABLE StringIds(id TEXT, value INTEGER)",
                "INSERT INTO StringIds VALUES('x', 5)",
                "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start TEXT, end TEXT, demangledName TEXT, deviceId TEXT)",
                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES('a','b','c','d')")
@@ -212,7 +203,7 @@ def test_a_string_table_with_text_ids_names_the_table(tmp_path: Path) -> None:
 def test_a_kernel_table_without_its_columns_is_said(tmp_path: Path) -> None:
     """Before: exit 0 with "its tables: none" (the kernel table, with a row, left out of
     the list). Now the warning names the table and the columns it lacks."""
-    path = _db(tmp_path / "bogus2.sqlite", "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT)",
+    path = execute(tmp_path / "bogus2.sqlite", "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT)",
                "INSERT INTO StringIds VALUES(1, 'k')", "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(foo INTEGER)",
                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(1)")
     warnings = " ".join(polyprof.load(path).metadata["warnings"])

@@ -23,6 +23,7 @@ import pytest
 import polyprof
 from polyprof.analyze.copies import copies
 from polyprof.errors import TraceFormatError
+from sqlite_query import execute
 
 DATA = Path(__file__).resolve().parent / "data"
 SAXPY = DATA / "nsys" / "saxpy_2022.sqlite"
@@ -40,12 +41,7 @@ def _damaged(src: Path, dst: Path, *sql: str) -> Path:
     """A copy of the SQLite file ``src`` with ``sql`` run on it (a table's indexes are
     dropped first where a column of theirs is)."""
     shutil.copy(src, dst)
-    conn = sqlite3.connect(dst)
-    for s in sql:
-        conn.execute(s)
-    conn.commit()
-    conn.close()
-    return dst
+    return execute(dst, *sql)
 
 
 def _drop_column(src: Path, dst: Path, table: str, column: str) -> Path:
