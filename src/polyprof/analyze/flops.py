@@ -77,7 +77,7 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
     src = np.zeros(n, np.int8)
     if not n:
         return Costs(flops, nbytes, prec, src)
-    found = trace.stats.lookup_rows([keys.FLOPS, XLA_BYTES], rows)
+    found = trace.stats.lookup_rows([keys.FLOPS, XLA_BYTES, keys.FLOPS_PRECISION], rows)
     # shapes are read only for the ops a rule covers: the args of every other op stay
     # undecoded (most of a trace's ops, and most of the cost of reading them); a trace
     # with no input shapes at all (an XSpace, nsys) has no op's names looked at
@@ -96,6 +96,9 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
             out[has] = v
             if stat == keys.FLOPS:
                 src[has] = TRACE
+    if keys.FLOPS_PRECISION in found:  # (polyprof's export of FLOPs counted from an HLO)
+        has, vals = found[keys.FLOPS_PRECISION]
+        prec[has] = np.asarray(vals, object).astype(str)
     return Costs(flops, nbytes, prec, src)
 
 
@@ -104,13 +107,10 @@ def hlo_costs(trace: Trace) -> DeviceCosts:
     holds (``formats/xspace/xla_costs.py``: a JAX GPU XSpace, whose kernels carry no
     figures of their own): ``rows`` ascending, ``flops``, ``bytes``, ``transcendentals``,
     ``precision``. Computed once per trace; empty for a trace without XLA ops."""
-    def compute(t: Trace) -> DeviceCosts:
-        # the HLO decoder (protobuf) only for a trace with XLA ops: a Kineto or nsys summary never imports it
-        from ..formats.xspace.xla_costs import device_costs, empty
+    # the HLO decoder (protobuf) only for a trace with XLA ops: a Kineto or nsys summary never imports it
+    from ..formats.xspace.xla_costs import costs
 
-        return device_costs(t) if keys.HLO_OP in t.stats else empty()
-
-    return cache.memo(trace, "hlo_costs", compute)
+    return costs(trace)
 
 
 def _hlo(trace: Trace, rows: np.ndarray, flops: np.ndarray, nbytes: np.ndarray, prec: np.ndarray,

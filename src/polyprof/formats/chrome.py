@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..trace import keys
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from .device_list import device_properties
@@ -91,6 +92,10 @@ def _chrome_events(trace: Trace) -> tuple[list[dict[str, Any]], int]:
             v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in col.values]
         for r, v in zip(col.rows.tolist(), vals):
             args[r][key] = v
+    if keys.HLO_OP in trace.stats:
+        from .xspace.xla_costs import add_cost_args  # the HLO decoder: only a trace with XLA ops
+
+        add_cost_args(trace, args)
     instant = (ev["dur_ns"] == 0).tolist()
     for i in range(n):
         e = {"ph": "i" if instant[i] else "X", "name": names[i], "cat": cats[i], "pid": pid_l[i],

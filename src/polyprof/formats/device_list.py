@@ -30,6 +30,9 @@ PERFETTO_FLOW_CATEGORIES = "polyprof_flow_categories"
 #: memory events are there again, and those counters are left out
 PERFETTO_DERIVED_COUNTERS = "polyprof_derived_counters"
 FLOW_CATEGORY_SHIFT = 40
+#: an XSpace device plane's properties that name its model (a GPU's, a TPU's), as Kineto's
+#: ``name`` does
+_MODEL_KEYS = ("gpu_device_name", "device_type_string", "device_name")
 
 
 def json_value(v: Any) -> Any:
@@ -59,7 +62,9 @@ def device_properties(trace: Trace) -> list[dict[str, Any]]:
             continue
         props = plane_properties(p)
         props.pop("id", None)
-        props.setdefault("name", p.name)
+        # Kineto's ``name`` is the device's model; an XSpace plane gives it under its own key
+        model = next((v for v in (props.get(k) for k in _MODEL_KEYS) if isinstance(v, str) and v), None)
+        props.setdefault("name", model or p.name)
         out.append({"id": p.index, **props})
         seen.add(p.index)
     for d in trace.metadata.get(mkeys.DEVICE_PROPERTIES) or []:

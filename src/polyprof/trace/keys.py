@@ -30,6 +30,9 @@ INPUT_DIMS = "Input Dims"  # a framework op's input shapes, JSON text (torch's r
 INPUT_TYPE = "Input type"  # a framework op's input dtypes, JSON text
 CONCRETE_INPUTS = "Concrete Inputs"  # a framework op's scalar inputs as text, JSON text
 BYTES_ACCESSED = "bytes_accessed"  # bytes an op reads and writes (XLA's cost analysis)
+#: the number format of an op's ``flops`` (fp32, tf32, bf16...): written by polyprof's
+#: Kineto/Chrome export beside the FLOPs it counted from an XSpace's HLO (writers/kineto.py)
+FLOPS_PRECISION = "flops_precision"
 INCOMPLETE = "incomplete"  # 1 when an event was cut short (e.g. open at stop)
 THREAD_ID = "tid"
 PROGRAM_ID = "program_id"

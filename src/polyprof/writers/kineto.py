@@ -159,6 +159,7 @@ def _event_records(trace: Trace, pids: list[int], tids: list[int], shift: int) -
     complete = ((ev["dur_ns"] > 0) | np.isin(kinds, np.asarray(_X_KINDS, np.int8))
                 | (~on_host & (kinds != Kind.MARK))).tolist()
     args = _event_args(trace)
+    _hlo_cost_args(trace, args)
     _device_args(trace, args, tids, pids)
     _copy_names(trace, names, args)
     _profiler_steps(trace, names, cats, args)
@@ -210,6 +211,14 @@ def _event_args(trace: Trace) -> list[dict[str, Any] | None]:
                 a = args[r] = {}
             a[name] = v
     return args
+
+
+def _hlo_cost_args(trace: Trace, args: list[dict[str, Any] | None]) -> None:
+    """The FLOPs an XSpace's HLO gives its XLA ops, as args (``xla_costs.add_cost_args``)."""
+    if keys.HLO_OP in trace.stats:
+        from ..formats.xspace.xla_costs import add_cost_args  # the HLO decoder: only a trace with XLA ops
+
+        add_cost_args(trace, args)
 
 
 def _profiler_steps(trace: Trace, names: list[str], cats: list[str], args: list[dict[str, Any] | None]) -> None:

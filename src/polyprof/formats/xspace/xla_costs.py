@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...derive import cache
+from ...trace import keys
 from ...trace.core import Trace
 from ...trace import metadata_keys as mkeys
 from .gpu import HloModules, hlo_modules, xla_rows, module_combos
@@ -65,6 +67,33 @@ def empty() -> DeviceCosts:
     none = np.zeros(0, object)
     return DeviceCosts(np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0), none, np.zeros(0, np.int64),
                        none, none, none, np.zeros(0), np.zeros(0))
+
+
+def costs(trace: Trace) -> DeviceCosts:
+    """:func:`device_costs`, computed once per trace (empty for a trace without XLA ops)."""
+    return cache.memo(trace, "hlo_costs", lambda t: device_costs(t) if keys.HLO_OP in t.stats else empty())
+
+
+def add_cost_args(trace: Trace, args: list[Any]) -> None:
+    """Put the FLOPs, bytes and precision of each op :func:`costs` counts into its JSON
+    export's ``args`` (a dict or None per event; ``flops``, ``bytes_accessed``,
+    ``flops_precision``): a Kineto or Chrome file carries no HLO, so without them a read
+    of the export counts no FLOPs (its MFU gone, a command buffer's kernels taken for
+    graph replays of unknown cost). An op with a ``flops`` of its own keeps it."""
+    hc = costs(trace)
+    known = ~np.isnan(hc.flops)
+    for r, f, b, p in zip(hc.rows[known].tolist(), hc.flops[known].tolist(), hc.bytes[known].tolist(),
+                          hc.precision[known].tolist()):
+        a = args[r]
+        if a is None:
+            a = args[r] = {}
+        if keys.FLOPS in a:
+            continue
+        a[keys.FLOPS] = f
+        if b == b:  # (NaN: unknown)
+            a[keys.BYTES_ACCESSED] = b
+        if p:
+            a[keys.FLOPS_PRECISION] = p
 
 
 def device_costs(trace: Trace) -> DeviceCosts:
