@@ -125,6 +125,18 @@ def test_nsys_a_table_it_cannot_read_is_said_though_others_were_read(tmp_path):
     assert "nothing polyprof reads" not in w
 
 
+def test_nsys_names_missing_from_stringids_are_said(tmp_path):
+    """Kernels whose name string the export lacks (a cut or damaged file) are named
+    ``[string N]`` and said in the warnings (before: silently)."""
+    path = _damaged(SAXPY, tmp_path / "nonames.sqlite",
+                    "DELETE FROM StringIds WHERE id IN (SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    trace = polyprof.load(path)
+    names = set(trace.names()[_of(trace, "kernel")].tolist())
+    assert names == {"[string 670]"}, names
+    assert "5 row(s) name 1 string id(s) that StringIds lacks (670; a damaged or cut export)" in _warnings(trace)
+    assert "StringIds lacks" not in _warnings(polyprof.load(SAXPY))
+
+
 def test_nvprof_kernels_and_calls_without_a_column_are_kept(nvvp, tmp_path):
     """nvprof's concurrent kernels without ``streamId`` (before: 24 kernels gone, exit 0,
     no warning) and runtime calls without ``cbid`` (their name) are read, and said."""

@@ -57,7 +57,8 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
         lambda: tables.fills(conn, ex, notes), lambda: tables.syncs(conn, ex), marks,
         lambda: tables.os_calls(conn, ex, strings),
         lambda: tables.graph_table(conn, ex, strings, schema.GRAPH),
-        lambda: tables.graph_table(conn, ex, strings, schema.GRAPH_NODE)]
+        lambda: tables.graph_table(conn, ex, strings, schema.GRAPH_NODE),
+        lambda: strings.note_missing(notes)]  # (after every reader that names rows)
     unread = ex.unread()
     if unread:
         log.info("%s: %d tables not read (%s)", path, len(unread), ", ".join(unread[:12])

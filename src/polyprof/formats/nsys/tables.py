@@ -57,19 +57,42 @@ def names(conn: sqlite3.Connection, table: str, key: str, value: str, where: str
 class Strings:
     """``StringIds``: id -> text, and ids -> (codes, distinct texts) for a column."""
 
+    #: the table the texts come from, as the note of missing ones names it
+    table = "StringIds"
+    #: ids asked for that the table lacks, and how many rows named them (:meth:`note_missing`)
+    missing: set[int]
+    missing_rows = 0
+
     def __init__(self, conn: sqlite3.Connection, ex: Export):
         self.text: dict[int, str] = {}
+        self.missing = set()
         if ex.has("StringIds", "id", "value"):
             self.text = names(conn, "StringIds", "id", "value")
 
     def codes(self, ids: np.ndarray, clean: Callable[[list[str]], list[str]] | None = None
               ) -> tuple[np.ndarray, list[str]]:
-        """(code per id, distinct texts), the texts through ``clean`` (all at once) if given."""
+        """(code per id, distinct texts), the texts through ``clean`` (all at once) if given.
+        An id the table lacks is named ``[string N]`` and counted for :meth:`note_missing`."""
         uniq, inv = unique_inverse(ids)
-        vals = [self.text.get(int(u), f"[string {int(u)}]" if u >= 0 else "[unnamed]") for u in uniq.tolist()]
+        ulist = uniq.tolist()
+        vals = [self.text.get(u, f"[string {u}]" if u >= 0 else "[unnamed]") for u in ulist]
+        lost = [k for k, u in enumerate(ulist) if u >= 0 and u not in self.text]
+        if lost:
+            self.missing.update(ulist[k] for k in lost)
+            self.missing_rows += int(np.isin(inv, lost).sum())
         if clean is not None:
             vals = clean(vals)
         return inv.astype(np.int64), vals
+
+    def note_missing(self, notes: list[str]) -> None:
+        """Say in ``notes`` how many rows named a string the table lacks (a damaged or cut
+        export), which are named ``[string N]`` by their id. Returns None: the last of a
+        reader's parts (it runs after the others asked for their names)."""
+        if self.missing:
+            ids = sorted(self.missing)
+            shown = ", ".join(map(str, ids[:5])) + (", ..." if len(ids) > 5 else "")
+            notes.append(f"{self.missing_rows} row(s) name {len(ids)} string id(s) that {self.table} lacks "
+                         f"({shown}; a damaged or cut export): named [string N] by the id")
 
 
 def _opt(ex: Export, table: str, *cols: str) -> dict[str, str]:

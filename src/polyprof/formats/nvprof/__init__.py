@@ -48,7 +48,8 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
         lambda: T.api_calls(conn, tabs, T.RUNTIME), lambda: T.api_calls(conn, tabs, T.DRIVER),
         lambda: T.kernels(conn, tabs, strings, T.CONCURRENT_KERNEL), lambda: T.kernels(conn, tabs, strings, T.KERNEL),
         lambda: T.copies(conn, ex, notes), lambda: T.fills(conn, ex, notes),
-        lambda: _markers(conn, tabs, strings, notes)]
+        lambda: _markers(conn, tabs, strings, notes),
+        lambda: strings.note_missing(notes)]  # (after every reader that names rows)
     unread = sorted(t for t in tabs.columns if t not in T.READ)
     got = sqlite_db.rows(conn, "SELECT version FROM Version LIMIT 1") if tabs.has("Version", "version") else []
     version = got[0][0] if got and isinstance(got[0][0], int) else None

@@ -64,7 +64,10 @@ def is_nvprof(tables: sqlite_db.Schema) -> bool:
 class Strings(nsys_tables.Strings):
     """``StringTable``: id -> text (``codes`` as Nsight's ``StringIds``)."""
 
+    table = STRINGS
+
     def __init__(self, conn: sqlite3.Connection, tables: sqlite_db.Schema):
+        self.missing = set()
         self.text = {int(i): str(v) for i, v in sqlite_db.rows(conn, f"SELECT _id_, value FROM {STRINGS}")
                      if isinstance(i, int) and v is not None} if tables.has(STRINGS, "_id_", "value") else {}
 
