@@ -336,3 +336,12 @@ def test_sql_default_memory_limit_is_a_quarter_of_ram():
     from polyprof.cli.sql import default_memory_limit
 
     assert default_memory_limit() == f"{psutil.virtual_memory().total // 4 >> 20}MB"
+
+
+def test_a_reader_stopped_at_max_events_does_not_give_its_count_as_the_files():
+    """A chunked reader stops at the first chunk past the limit: its count then is not
+    the trace's (a 26,935-event file refused as "(2,148; ...)", read as its size)."""
+    path = ROOT / "tests" / "data" / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
+    with safety.override(max_events=1000), pytest.raises(
+            TraceFormatError, match=r"more than 1,000 events \(stopped after reading [\d,]+; limit"):
+        polyprof.load(path)

@@ -504,7 +504,7 @@ def read(path: Path) -> Trace:
         if "file" in run.files:  # a trace CSV under a name of its own
             run = _Run("", {_kind_by_header(run.files["file"]): run.files["file"]})
         got, proc, ags, not_read = _run_parts(run, i, path)
-        check_events(path, sum(len(p) for p in parts) + sum(len(p) for p in got))
+        check_events(path, sum(len(p) for p in parts) + sum(len(p) for p in got), so_far=True)
         if proc.pid in processes:
             raise TraceFormatError(path, f"two sets of files for process {proc.pid}")
         parts += got

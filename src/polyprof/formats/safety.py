@@ -116,10 +116,14 @@ class Inflation:
                                               "POLYPROF_MAX_INFLATE_RATIO)")
 
 
-def check_events(path: str | Path, n: int) -> None:
+def check_events(path: str | Path, n: int, so_far: bool = False) -> None:
+    """Refuse a trace of more than ``max_events`` events: ``n`` its count, or (``so_far``)
+    the count a reader that stops at the limit had read by then, which the message says
+    is not the file's."""
     lim = current().max_events
     if n > lim:
-        raise TraceFormatError(path, f"more than {lim:,} events ({n:,}; limit max_events / POLYPROF_MAX_EVENTS)")
+        count = f"stopped after reading {n:,}" if so_far else f"{n:,}"
+        raise TraceFormatError(path, f"more than {lim:,} events ({count}; limit max_events / POLYPROF_MAX_EVENTS)")
 
 
 class ForeignError(TraceFormatError):

@@ -85,11 +85,11 @@ def load(path: str | Path, progress: bool = False) -> Trace:
             for events in _event_slices(path, Decompressed(path, slicing.CHUNK_BYTES, bar.advance).blocks(), top, scan):
                 if isinstance(events, tuple):  # tokenized in C
                     seen += events[0]
-                    check_events(path, seen)
+                    check_events(path, seen, so_far=True)
                     tokenized.add(col, events)
                 else:
                     seen += len(events)
-                    check_events(path, seen)
+                    check_events(path, seen, so_far=True)
                     col.add(events)
                 del events
             trace = col.finish(top, bar)

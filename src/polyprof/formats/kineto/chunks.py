@@ -137,7 +137,7 @@ class _Reader:
                 n = _add(col, events)
                 del events
                 seen += n
-                check_events(self.path, seen)
+                check_events(self.path, seen, so_far=True)
                 yield n
             self.top = top
         finally:

@@ -344,7 +344,7 @@ def read_table(path: Path, mm: Any, table: Table, counted: int) -> Columns:
                                         strings_can_be_null=True, quoted_strings_can_be_null=False))
             for batch in reader:
                 n += batch.num_rows
-                check_events(path, counted + n)
+                check_events(path, counted + n, so_far=True)
                 batches.append(batch)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
             raise TraceFormatError(path, f"{table.report or table.kind}: malformed CSV ({one_line(e)})") from None

@@ -103,7 +103,7 @@ def load(path: str | Path, progress: bool = False) -> "Trace":
                 n_packets += len(msg.packet)
                 col.add(msg)
                 del msg
-            check_events(path, col.n)
+            check_events(path, col.n, so_far=True)
         if not n_packets:
             raise TraceFormatError(path, "holds no Perfetto packets")
         bar.stop()
