@@ -63,7 +63,9 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
         globals()[name] = value  # later lookups skip this function
         return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ._lazy import submodule  # (polyprof.capture, polyprof.writers...: as the _LAZY ones)
+
+    return submodule(__name__, name)
 
 
 def __dir__() -> list[str]:

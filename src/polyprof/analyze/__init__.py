@@ -1,7 +1,6 @@
 """Analyses: functions from a Trace to polyprof's Table (``analyze/table.py``; ``.to_pandas()``
 for a DataFrame). Each documents its columns."""
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_names
@@ -35,6 +34,4 @@ def __getattr__(name: str) -> Any:
     """The memory tables and their module, imported on first use: a summary of a trace
     without memory events does not import them (``analyze/inputs.py``: the registry's
     check gives their empty tables)."""
-    if name == "memory":
-        return importlib.import_module(f"{__name__}.memory")  # (its import sets the attribute too)
-    return _on_first_use(name)
+    return _on_first_use(name)  # (the module ``memory`` too, as any submodule: _lazy.submodule)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from .. import logs
+from .._lazy import lazy_names
 from ..errors import ServeError
 from .security import TLSFiles, read_token, split_address, tls_from_env
 from .server import Limits, Server, current
@@ -104,3 +105,5 @@ def _need_grpc() -> None:
 
 
 __all__ = ["serve", "serve_address", "serve_from_env", "Server", "Limits", "TLSFiles", "current"]
+
+__getattr__ = lazy_names(__name__, {})  # its submodules as attributes, on first use (_lazy.submodule)

@@ -1,1 +1,5 @@
 """Reports: terminal tables (rich) and the HTML report."""
+
+from .._lazy import lazy_names
+
+__getattr__ = lazy_names(__name__, {})  # its submodules as attributes, on first use (_lazy.submodule)

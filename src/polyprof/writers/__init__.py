@@ -11,3 +11,7 @@ Writers that only encode a Trace (the native ``.polyprof`` file, Chrome JSON, Pa
 stay in formats/ beside their readers. ``polyprof.export`` and ``polyprof export -f``
 find every writer through ``formats/registry.py``.
 """
+
+from .._lazy import lazy_names
+
+__getattr__ = lazy_names(__name__, {})  # its submodules as attributes, on first use (_lazy.submodule)
