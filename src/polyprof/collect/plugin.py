@@ -77,6 +77,11 @@ class Plugin(abc.ABC):
     #: start()/stop() must run on the thread that opened the session (the profiler
     #: keeps thread-local state, e.g. torch): no time limit then, a hang is reported after
     session_thread_only: ClassVar[bool] = False
+    #: the options this plugin reads (``options={NAME: {...}}``, ``--plugin-options``): a
+    #: session warns of any other one given it, with the nearest name (a misspelt
+    #: ``record_shape`` was ignored without a word); None: not declared, none checked.
+    #: ``memory`` (the session's ``memory=True``) is given every plugin
+    option_names: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, **options: Any) -> None:  # each plugin reads its own options' values
         self.options = options

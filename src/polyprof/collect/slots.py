@@ -5,6 +5,7 @@ to it (collect/session.py calls them through their slots)."""
 
 from __future__ import annotations
 
+import difflib
 import logging
 from typing import TYPE_CHECKING
 
@@ -78,6 +79,7 @@ def make_slots(session: "Session") -> list[Slot]:
             made = info.factory(**({"memory": True, **opts} if session.memory else opts))
             if not isinstance(made, Plugin):
                 raise PluginError(f"the factory returned {type(made).__name__}, not a polyprof Plugin")
+            _check_options(session, info.name, made, opts)
             slots.append(Slot(info.name, made))
         except Exception as e:
             session._error(info.name, "create", describe(e))
@@ -99,6 +101,24 @@ def make_slots(session: "Session") -> list[Slot]:
         log.warning("plugin options for %r not used: no plugin of this session is given as %r "
                     "(options are keyed as the plugin is named in --plugins)", key, key)
     return slots
+
+
+def _check_options(session: "Session", name: str, plugin: Plugin, opts: dict[str, object]) -> None:
+    """Warn, in the trace and the log, of each option given a plugin that it does not read
+    (its ``option_names``), with the nearest one it does: a misspelt ``record_shape``
+    was ignored without a word."""
+    known = getattr(type(plugin), "option_names", None)
+    if known is None:
+        return
+    for key in sorted(set(opts) - known - {"memory"}):
+        near = difflib.get_close_matches(key, sorted(known), 1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        message = (f"option {key!r} is not one it reads, so it is ignored{hint} "
+                   f"(its options: {', '.join(sorted(known))})")
+        if session._ctx is not None:
+            session._ctx.warn(name, message)
+        else:
+            log.warning("plugin %s: %s", name, message)
 
 
 def stop_together(session: "Session", slots: list[Slot]) -> int:

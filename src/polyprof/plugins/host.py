@@ -123,6 +123,8 @@ class HostPlugin(Plugin):
     (4M: beyond it NVTX events are dropped and counted)."""
 
     name = "host"
+    option_names = frozenset(("max_events", "sample_interval_s", "journal_interval_s", "nvtx", "nvtx_max_events",
+                                "keep_open_sections"))
     device_kinds = ("CPU",)
     default_journal_interval_s = 0.5
     time_limited = False  # its data is in memory already: no time limit may drop it

@@ -60,6 +60,7 @@ _ENDED = ("the program started its own jax.profiler trace: polyprof's JAX record
 
 class JaxPlugin(Plugin):
     name = "jax"
+    option_names = frozenset(("keep_logdir", "python_tracer", "host_tracer_level"))
     device_kinds = ("CPU", "GPU", "TPU")
     #: off unless asked for (`--plugins jax`): JAX's profiler records every XLA thread pool
     default = False

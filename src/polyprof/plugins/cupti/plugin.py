@@ -137,6 +137,8 @@ class CuptiPlugin(Plugin):
     layer; a test passes a fake)."""
 
     name = "cupti"
+    option_names = frozenset(("implementation", "clock_interval_s", "nvtx", "buffer_bytes", "query_calls",
+                                "unified_memory", "max_drift_ppm", "demangle"))
     device_kinds = ("CUDA",)
     default = True
 

@@ -105,6 +105,8 @@ class OpenCLPlugin(Plugin):
     ``memory=True`` sets it)."""
 
     name = "opencl"
+    option_names = frozenset(("clock_interval_s", "stop_timeout_s", "sync_markers", "max_drift_ppm",
+                                "event_samples"))
     device_kinds = ("OpenCL",)
 
     @staticmethod

@@ -101,6 +101,8 @@ class TorchPlugin(Captures, Plugin):
     """
 
     name = "torch"
+    option_names = frozenset(("activities", "record_shapes", "profile_memory", "with_stack", "with_flops",
+                                "with_modules", "all_threads", "mirror_sections", "keep_export", "auto_steps"))
     device_kinds = ("CPU", "CUDA", "XPU", "MTIA")
     default = True
     session_thread_only = True  # torch.profiler keeps per-thread state: start/stop on the session thread
