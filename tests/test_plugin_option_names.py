@@ -46,7 +46,7 @@ def _read_keys(paths: list[Path]) -> set[str]:
                     and node.value.attr == "options" and isinstance(node.targets[0], ast.Name)):
                 aliases.add(node.targets[0].id)
 
-        def is_options(e: ast.expr) -> bool:
+        def is_options(e: ast.expr, aliases: set[str] = aliases) -> bool:
             return (isinstance(e, ast.Attribute) and e.attr == "options") or (isinstance(e, ast.Name)
                                                                              and e.id in aliases)
 

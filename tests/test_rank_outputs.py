@@ -29,7 +29,7 @@ def test_launcher_rank(env, rank):
 def test_per_rank_names():
     env = {"RANK": "3", "WORLD_SIZE": "4"}
     assert per_rank(Path("out/train.polyprof"), env) == Path("out/train.rank3.polyprof")
-    assert per_rank(Path("t.json.gz"), env) == Path("t.json.rank3.gz")
+    assert per_rank(Path("t.json.gz"), env) == Path("t.rank3.json.gz")  # (its ending kept: its format)
     assert per_rank(Path("r{rank}/t.polyprof"), env) == Path("r{rank}/t.rank3.polyprof")  # the name only
     assert per_rank(Path("t-{rank}.polyprof"), env) == Path("t-3.polyprof")
     assert per_rank(Path("t.polyprof"), {}) == Path("t.polyprof")

@@ -43,7 +43,7 @@ from ..report.encoding import encodable
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..collect import options
-from ..collect.output import foreign, per_rank, written_line
+from ..collect.output import not_ours, per_rank, written_line
 from .thread_end import end_threads, reopened
 from .. import logs
 from . import own_output, script_exec
@@ -242,9 +242,11 @@ def _prepared(args: argparse.Namespace) -> options.SessionOptions | int:
         settings = replace(settings, output=Path(f"{stem}.polyprof"))
     if not args.module and settings.output is not None:  # before the program runs (x.polyprof's is itself)
         refuse_over_inputs(settings.output, [target], "script")
-    if settings.output is not None and foreign(per_rank(settings.output)):
-        raise OutputError(f"{per_rank(settings.output)} is there and is not a polyprof trace: refusing to replace "
-                          "it; choose another output (-o) or remove it")
+    out = per_rank(settings.output) if settings.output is not None else None
+    what = not_ours(out) if out is not None else None  # (its name picks the format: collect/output.py)
+    if what is not None:
+        raise OutputError(f"{out} is there and is not {what}: refusing to replace it; choose another output (-o) "
+                          "or remove it")
     return settings
 
 

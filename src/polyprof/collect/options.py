@@ -67,9 +67,11 @@ class SessionOptions:
         None, "comma-separated plugins to use: installed names, pkg.module:Factory or path.so (default: every "
               "available one; see `polyprof plugins`)", kind="plugins", flags=("--plugins",), metavar="A,B")
     output: Path | None = _option(
-        None, "trace file to write (run's default: SCRIPT_STEM.polyprof); missing directories are made; a trace "
-              "there is replaced, unless another run wrote it while this one ran (then beside it: T.1.polyprof); "
-              "a file there that is no trace is never replaced (run refuses it)",
+        None, "trace file to write (run's default: SCRIPT_STEM.polyprof); its ending picks the format, as for "
+              "export (.json.gz Chrome JSON, .pt.trace.json Kineto, .pftrace Perfetto, .xplane.pb XSpace, .parquet; "
+              "any other: polyprof's own); missing directories are made; a trace there is replaced, unless another "
+              "run wrote it while this one ran (then beside it: T.1.polyprof); a file there that is no trace is "
+              "never replaced (run refuses it)",
         kind="path", flags=("-o", "--output"), metavar="PATH")
     memory: bool = _option(
         False, "record memory: every plugin's allocations and frees (torch, OpenCL buffers...)",

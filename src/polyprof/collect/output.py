@@ -19,6 +19,23 @@ of them replaces the file the last one wrote (``again``: collect/session.py). Th
 and the rename are done under the lock file beside the output (``.NAME.polyprof-lock``,
 ``outfile.take_lock``; never the folder's own lock, which other programs take), so two
 runs ending at once do not both take the output for unchanged.
+
+The output's name picks the format, as ``polyprof export -o`` does
+(``formats/registry.for_output``: ``-o r1.json.gz`` Chrome JSON gzipped, ``.pt.trace.json``
+Kineto JSON, ``.pftrace`` Perfetto, ``.xplane.pb`` XSpace, ``.parquet`` the event table):
+:func:`writer_for`. Any other name gets polyprof's own archive (a zip); one with an
+ending polyprof cannot write (``.txt``, ``.csv``) gets it too, and a warning says what
+was written. The names made from the output keep its ending (:func:`beside`,
+:func:`per_rank`, :func:`fallback_path`: ``r1.1.json.gz``, ``r1.rank3.json.gz``). The
+fallback of an output in another format is polyprof's own archive (``r1-PID-XXXX.polyprof``
+in the temporary directory: lossless, and ``polyprof export`` makes the format asked for
+from it), which also keeps a trace the format's writer failed on. The crash journal is
+``OUTPUT.partial`` in polyprof's journal format whatever the output's format
+(collect/journal.py). A file at an output in another format is one of ours to replace
+(:func:`not_ours`) when it is polyprof's archive or a file of that format as polyprof
+writes it: JSON with a trace's keys (``traceEvents``...), a Perfetto or XSpace protobuf
+(their readers' sniffs), a Parquet file whose footer holds polyprof's metadata; a user's
+other JSON or Parquet data set is not.
 """
 
 from __future__ import annotations
@@ -31,18 +48,19 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
-from ..errors import OutputError
+from ..errors import OutputError, PolyprofError
 from ..outfile import check_target, drop_lock, lock_path, replacing, take_lock
 from ..trace.identity import LAUNCHER_VARIABLES
 from .journal_where import where
 
 if TYPE_CHECKING:
+    from ..formats.registry import Format
     from ..trace.core import Trace
     from .session import Session
 
-__all__ = ["ANY", "OutputError", "Stamp", "Written", "beside", "check_target", "fallback_path", "journal_note",
-           "launcher_rank", "nest_root", "open_exclusive", "per_rank", "save", "shown_path", "stamp", "to_fallback",
-           "write_atomic", "written_line"]
+__all__ = ["ANY", "OutputError", "Stamp", "Written", "beside", "check_target", "ending", "fallback_name",
+           "fallback_path", "journal_note", "launcher_rank", "nest_root", "not_ours", "open_exclusive", "per_rank",
+           "save", "shown_path", "stamp", "to_fallback", "write_atomic", "writer_for", "written_line"]
 
 log = logging.getLogger("polyprof")
 
@@ -55,6 +73,11 @@ ANY: object = object()
 FOREIGN: object = object()
 #: how a polyprof trace begins (a zip archive: formats/native.py)
 TRACE_HEAD = b"PK\x03\x04"
+#: the ending of polyprof's own archive
+NATIVE = ".polyprof"
+#: endings of an output written as polyprof's own archive without a warning (besides
+#: :data:`NATIVE` and none): the archive is a zip
+ZIP_ENDINGS = (".zip",)
 #: how many traces of other runs one output may have beside it (``t.1.polyprof`` ... ``t.N.polyprof``)
 BESIDE = 1000
 #: seconds a save waits for another run's look-and-rename at the same output (a fraction of a
@@ -127,32 +150,112 @@ def stamp(path: Path) -> Stamp:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def foreign(path: Path) -> bool:
-    """Whether a regular file at ``path`` is no polyprof trace, which a save must not
-    replace: not a zip archive (a user's notes, a script, another tool's JSON), or a zip
-    without a trace's ``header.json`` (NumPy's ``.npz``, a ``.docx``: only the archive's
-    directory is read). An empty file counts as none (``touch t.polyprof``); a file that
-    cannot be read is left to the save to report."""
-    import zipfile  # (a session with an output: its start only)
+def writer_for(path: Path) -> Format | None:
+    """The format other than polyprof's own that the output's name asks for by its ending
+    (``formats/registry.for_output``, as ``polyprof export -o``); None: polyprof's own
+    archive (``.polyprof``, no ending, or one polyprof cannot write as a file)."""
+    name = path.name.lower()
+    if name.endswith(NATIVE) or "." not in name.lstrip("."):
+        return None  # (the registry not asked: its formats of other packages are looked for on first use)
+    from ..formats import registry  # (an output named for another format only)
 
+    fmt = registry.for_output(name)
+    return None if fmt is None or fmt.name == "polyprof" or fmt.directory or not fmt.writer else fmt
+
+
+def ending(path: Path) -> str:
+    """The ending of ``path``'s name that names its format: the writable format's suffix
+    (``.json.gz``, ``.pt.trace.json``), else the last suffix (``.polyprof``; "" for none)."""
+    fmt = writer_for(path)
+    if fmt is None:
+        return path.suffix
+    name = path.name.lower()
+    n = max(len(s) for s in fmt.suffixes if name.endswith(s))
+    return path.name[len(path.name) - n:]
+
+
+def _native_ending(path: Path) -> bool:
+    """Whether polyprof's own archive is rightly named ``path``: ``.polyprof``, ``.zip``, no
+    ending, or only a rank's or a number's (``t.rank3``, ``t.1``: :func:`per_rank`, :func:`beside`)."""
+    suffix = path.suffix.lower()
+    return suffix in ("", NATIVE, *ZIP_ENDINGS) or suffix[1:].removeprefix("rank").isdigit()
+
+
+def foreign(path: Path) -> bool:
+    """Whether a regular file at ``path`` is none a save may replace (:func:`not_ours`)."""
+    return not_ours(path) is not None
+
+
+def not_ours(path: Path) -> str | None:
+    """What a regular file at ``path`` that a save must not replace is not ("a polyprof
+    trace"); None where it may be replaced. Ours: a polyprof trace (a zip archive with a
+    trace's ``header.json``; only the archive's directory is read), or, at an output named
+    for another format (:func:`writer_for`), a file of that format as polyprof writes it
+    (:func:`_of_format`). Not ours: a user's notes, a script, NumPy's ``.npz``, a ``.docx``,
+    another tool's JSON or Parquet data. An empty file counts as none (``touch
+    t.polyprof``); a file that cannot be read is left to the save to report."""
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size == 0:
-            return False  # (a link planted at the output: the save refuses it, saying how to follow it)
-        with open(path, "rb") as f:
-            if f.read(len(TRACE_HEAD)) != TRACE_HEAD:
-                return True
-        with zipfile.ZipFile(path) as z:
-            return "header.json" not in z.namelist()
-    except zipfile.BadZipFile:
-        return True
+            return None  # (a link planted at the output: the save refuses it, saying how to follow it)
+        if _native_trace(path):
+            return None
     except OSError:
+        return None
+    fmt = writer_for(path)
+    if fmt is None:
+        return "a polyprof trace"
+    return None if _of_format(path, fmt) else f"a {fmt.name} trace (the format its name asks for) or a polyprof trace"
+
+
+def _native_trace(path: Path) -> bool:
+    """Whether ``path`` is a zip archive with a trace's ``header.json``; OSError."""
+    import zipfile  # (a session with an output: its start only)
+
+    with open(path, "rb") as f:
+        if f.read(len(TRACE_HEAD)) != TRACE_HEAD:
+            return False
+    try:
+        with zipfile.ZipFile(path) as z:
+            return "header.json" in z.namelist()
+    except zipfile.BadZipFile:
+        return False
+
+
+def _of_format(path: Path, fmt: Format) -> bool:
+    """Whether ``path`` is a file of ``fmt`` as polyprof writes it, by what polyprof's
+    readers see in its first bytes (``formats/detect.py``): trace-event JSON for Chrome and
+    Kineto (a key only a trace has in its first 64 KiB), Perfetto's and XSpace's own
+    sniffs, a Parquet file whose footer holds polyprof's metadata; another package's
+    format by its own sniff (none: not ours)."""
+    from ..formats import detect  # (a file at an output named for another format: its start only)
+
+    try:
+        found = detect.detect(path)
+        if fmt.name in ("chrome", "kineto"):
+            return found == "chrome-json" and detect.why_not_a_trace(path) == ""
+        if fmt.name == "parquet":
+            return found == "parquet" and _polyprof_parquet(path)
+        return found == fmt.name
+    except (PolyprofError, OSError):
+        return False
+
+
+def _polyprof_parquet(path: Path) -> bool:
+    """Whether a Parquet file's footer holds polyprof's metadata (formats/parquet.py writes it)."""
+    import pyarrow.parquet as pq  # (a Parquet file at a .parquet output only)
+
+    try:
+        return b"polyprof" in (pq.read_schema(path).metadata or {})
+    except (OSError, ValueError, TypeError):  # (pyarrow's ArrowInvalid is a ValueError)
         return False
 
 
 def beside(path: Path, n: int) -> Path:
     """The ``n``-th name beside ``path`` for a trace that must not replace it:
-    ``t.polyprof`` -> ``t.1.polyprof`` (``t`` -> ``t.1``)."""
-    return path.with_name(f"{path.stem}.{n}{path.suffix}")
+    ``t.polyprof`` -> ``t.1.polyprof`` (``t`` -> ``t.1``; ``t.json.gz`` -> ``t.1.json.gz``:
+    its :func:`ending` kept, so the name asks for the same format)."""
+    end = ending(path)
+    return path.with_name(f"{path.name[:len(path.name) - len(end)]}.{n}{end}")
 
 
 @contextlib.contextmanager
@@ -220,11 +323,19 @@ def nest_root(outer: Session | None, output: Path) -> Session | None:
 
 def write_atomic(trace: Trace, path: Path, follow_symlinks: bool = False, found: object = ANY) -> Path:
     """Save ``trace`` at ``path`` (temporary file + rename), or beside it if it is no longer
-    as ``found`` (:func:`_put`); returns where it went; OutputError on any failure."""
+    as ``found`` (:func:`_put`), in the format its name asks for (:func:`writer_for`; the
+    temporary file's name ends with ``path``'s, so ``.gz`` is gzipped); returns where it
+    went; OutputError on any failure (a PolyprofError of the format's writer as it is)."""
+    fmt = writer_for(path)
     went: list[Path] = []
     with replacing(path, force=follow_symlinks, rename=lambda tmp, dest: went.append(_put(tmp, dest, found))) \
             as tmp:
-        trace.save(tmp)
+        if fmt is None:
+            trace.save(tmp)
+        else:
+            from ..formats.registry import _resolve  # (loaded by writer_for already)
+
+            _resolve(fmt.writer)(trace, tmp)  # type: ignore[arg-type]
     return went[-1]
 
 
@@ -259,13 +370,16 @@ def per_rank(path: Path, environ: Mapping[str, str] | None = None) -> Path:
         return path.with_name(path.name.replace("{rank}", str(rank if rank is not None else 0)))
     if rank is None:
         return path
-    suffix = "".join(path.suffixes[-1:]) if path.suffix else ""
+    suffix = ending(path)  # (``t.json.gz`` -> ``t.rank3.json.gz``: still named for its format)
     return path.with_name(f"{path.name[:len(path.name) - len(suffix)]}.rank{rank}{suffix}")
 
 
 def fallback_path(requested: Path) -> Path:
-    """A fresh file in the temporary directory, named after the output."""
-    fd, name = tempfile.mkstemp(prefix=f"{requested.stem}-{os.getpid()}-", suffix=requested.suffix or ".polyprof")
+    """A fresh file in the temporary directory, named after the output, with its
+    :func:`ending` (``.polyprof`` where it has none)."""
+    end = ending(requested)
+    stem = requested.name[:len(requested.name) - len(end)]
+    fd, name = tempfile.mkstemp(prefix=f"{stem}-{os.getpid()}-", suffix=end or NATIVE)
     os.close(fd)
     return Path(name)
 
@@ -279,7 +393,7 @@ def to_fallback(requested: Path, write: Callable[[Path], object], first: str) ->
     try:
         alt = fallback_path(requested)
         write(alt)
-    except (OutputError, OSError) as e:
+    except (PolyprofError, OSError) as e:  # (OutputError, or a writer that cannot write this trace)
         if alt is not None:  # (the empty file fallback_path made: not left in the temporary directory)
             with contextlib.suppress(OSError):
                 alt.unlink()
@@ -289,33 +403,70 @@ def to_fallback(requested: Path, write: Callable[[Path], object], first: str) ->
 
 def save(trace: Trace, requested: Path, follow_symlinks: bool = False, found: object = ANY,
          again: Written | None = None) -> Written:
-    """Write at ``requested`` (replacing a file there only while it is as ``found``, else
-    beside it: :func:`_put`), else at a fallback; never raises an ordinary error.
-    ``again``: this session's earlier save, whose file (wherever it went) this one
-    replaces while it is as that save left it."""
+    """Write at ``requested`` in the format its name asks for (:func:`writer_for`),
+    replacing a file there only while it is as ``found``, else beside it (:func:`_put`);
+    else at a fallback (:func:`_fall_back`); never raises an ordinary error. ``again``:
+    this session's earlier save, whose file (wherever it went) this one replaces while it
+    is as that save left it."""
     at = requested
     if again is not None and again.path is not None and again.stamp is not None:
         at, found = again.path, again.stamp
     try:
         path = write_atomic(trace, at, follow_symlinks, found)
-    except OutputError as e:
-        first = str(e)
-    else:
-        if path in (requested, requested.resolve()):
-            return Written(requested, path, stamp=stamp(path))
-        what, why = (("is not a polyprof trace", "it is not a polyprof trace") if found is FOREIGN else
-                     ("was written by another run (or program) while this one ran",
-                      "another run (or program) wrote it while this one ran"))
-        if at == requested:
-            log.warning("%s %s: not replaced; this run's trace is %s", shown_path(requested), what, shown_path(path))
-        return Written(requested, path, why, stamp(path))
+    except PolyprofError as e:  # (OutputError, or a format's writer that cannot write this trace)
+        return _fall_back(trace, requested, str(e))
+    _say_native(requested, path)
+    if path in (requested, requested.resolve()):
+        return Written(requested, path, stamp=stamp(path))
+    kind = (not_ours(requested) or "a polyprof trace") if found is FOREIGN else ""
+    what, why = ((f"is not {kind}", f"it is not {kind}") if found is FOREIGN else
+                 ("was written by another run (or program) while this one ran",
+                  "another run (or program) wrote it while this one ran"))
+    if at == requested:
+        log.warning("%s %s: not replaced; this run's trace is %s", shown_path(requested), what, shown_path(path))
+    return Written(requested, path, why, stamp(path))
+
+
+def _fall_back(trace: Trace, requested: Path, first: str) -> Written:
+    """The trace in a fresh file of the temporary directory (:func:`to_fallback`), as
+    polyprof's own archive where the output asked for another format (lossless, whatever
+    kept that format's writer from it: ``polyprof export`` converts it), named ``.polyprof``
+    where the output's ending is not one for the archive (``notes.txt``: ``notes-PID-XXXX.polyprof``)."""
+    other = writer_for(requested) is not None
+    named = requested if not other and _native_ending(requested) else fallback_name(requested)
     try:
-        alt = to_fallback(requested, lambda at: write_atomic(trace, at, follow_symlinks=False), first)
+        alt = to_fallback(named, lambda at: write_atomic(trace, at, follow_symlinks=False), first)
     except OutputError as e:
         log.error("%s", e)
         return Written(requested, None, first)
-    log.error("%s; the trace was written to %s instead", first, alt)
+    how = (f" (polyprof's own archive: `polyprof export {alt} -o {requested.name}` writes the format asked for)"
+           if other else "")
+    log.error("%s; the trace was written to %s instead%s", first, alt, how)
     return Written(requested, alt, first)
+
+
+def fallback_name(requested: Path) -> Path:
+    """``requested`` named for polyprof's own archive: ``r1.json.gz`` -> ``r1.polyprof``."""
+    end = ending(requested)
+    return requested.with_name(f"{requested.name[:len(requested.name) - len(end)]}{NATIVE}")
+
+
+def _say_native(requested: Path, path: Path) -> None:
+    """A warning where polyprof's own archive went to an output whose ending names a file
+    of another kind, which polyprof cannot write (``.txt``, ``.csv``, ``.gz``): what it is."""
+    if writer_for(requested) is not None or _native_ending(requested):
+        return
+    log.warning("%s: polyprof writes no %s files: this is its own trace archive (a zip, which polyprof.load and "
+                "the polyprof commands read); name the output .polyprof, or for another format %s, or convert "
+                "it: polyprof export %s -o NAME.json.gz", shown_path(path), requested.suffix, _endings(),
+                shown_path(path))
+
+
+def _endings() -> str:
+    """The endings that pick a format other than polyprof's own, for a message."""
+    from ..formats.registry import writers  # (a message about an output's name only)
+
+    return ", ".join(s for f in writers() if f.name != "polyprof" and not f.directory for s in f.suffixes)
 
 
 def open_exclusive(path: Path, follow_symlinks: bool = False) -> int:
