@@ -138,9 +138,13 @@ def test_a_compiled_train_step_counts_forward_and_backward_graphs() -> None:
     assert list(per_step) == [truth["gemm_flops_per_step"] + eager] * truth["replays_per_graph"]
 
 
-def test_fusable_chains_stop_at_a_graph_replay_and_at_steps() -> None:
+def test_fusable_chains_stop_at_a_graph_replay_and_at_steps(monkeypatch) -> None:
     """The loss's eager backward (div, pow, mul, mul) runs once a step, between compiled
-    regions whose graph replays launch the GEMMs: a chain of 4, not 28 ops across steps."""
+    regions whose graph replays launch the GEMMs: a chain of 4, not 28 ops across steps.
+    (1.6% of the device's busy time: under the finding's threshold, lowered here.)"""
+    from polyprof.analyze import efficiency_findings
+
+    monkeypatch.setattr(efficiency_findings, "CHAIN_SHARE", 1.0)
     trace = polyprof.load(DATA / "torch_compile_train_h200.json.gz")
     chain = next(f for f in A.findings(trace) if f.id == "fusable_chain")
     assert chain.evidence["chain_ops"] == 4

@@ -71,6 +71,28 @@ def path_owner(g: DepGraph, edges: np.ndarray) -> np.ndarray:
     return np.where(g.etype[edges] == KERNEL_KERNEL, -1, g.owner[edges])
 
 
+#: what a path's edge owned by no event is, by edge type (``depgraph.EDGE_TYPES``), as the
+#: CLI says it
+WAIT_WORDS = ("waits in ops", "waits between ops", "launch delays", "stream gaps", "sync waits",
+              "stream-order waits")
+
+
+def path_waits(g: DepGraph, p: LongestPath) -> list[tuple[int, int, int]]:
+    """The path's time owned by no event (:func:`path_owner`: launch delays, a stream's
+    gaps, waits for a sync or another rank), per edge type: (type, ns, the longest such
+    edge), most time first; with the events' times on the path it adds up to its
+    length."""
+    if not len(p.edges):
+        return []
+    at = p.edges[path_owner(g, p.edges) < 0]
+    at = at[g.weight[at] > 0]
+    out = []
+    for kind in unique(g.etype[at]).tolist():
+        mine = at[g.etype[at] == kind]
+        out.append((int(kind), int(g.weight[mine].sum()), int(mine[np.argmax(g.weight[mine])])))
+    return sorted(out, key=lambda x: -x[1])
+
+
 def event_times(g: DepGraph, p: LongestPath) -> tuple[np.ndarray, np.ndarray]:
     """Per graph event: its time on the path (the path's edges of its own span it owns,
     as HTA attributes them, gaps between its children included) and its slack: how much longer it could take before the path got longer (0 on

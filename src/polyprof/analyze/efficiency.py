@@ -405,6 +405,19 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.concatenate([a, b]) for a, b in zip((rows, flops, prec), replayed))  # type: ignore[return-value]
 
 
+def range_profiled(trace: Trace) -> bool:
+    """Whether the model FLOPs :func:`mfu` counts are CUPTI's range-profiler counters
+    (``flops.counter_rows``): the profiler replays each kernel range to read them (HTA's
+    cupti_profiler trace: 77 ranges of 121 ms each, kernels of microseconds), so the
+    trace's time is the profiler's, not the program's, and the ranges' durations are no
+    kernel's run time."""
+    def compute(t: Trace) -> bool:
+        ranges = counter_rows(t)
+        return bool(len(ranges)) and bool(member(model_rows(t)[0], ranges).any())
+
+    return bool(cache.memo(trace, "range_profiled", compute))
+
+
 def uncounted_replays(trace: Trace) -> float:
     """Percent of the window's kernel time in graph replays whose FLOPs MFU cannot count
     (``graph_costs.uncounted_share``, less the kernels with their own FLOPs)."""

@@ -132,11 +132,14 @@ def run(args: argparse.Namespace) -> int:
     table = table.with_columns(step=pos[np.asarray(table["step"], np.int64)])
     predicted = []
     unjoined = []  # the ranks each step joined to no other
+    waits: list[dict[str, Any]] = []  # the path's time no event owns: launch delays, gaps, waits
     for k in steps:
         jg = jcp.job_graph(traces, index[k], clocks)
         unjoined += [{"step": k, "rank": r, "why": why, "in_graph": r not in jg.left_out}
                      for r, why in sorted(jg.unjoined.items())]
-        base = longest_path(jg.graph).length
+        path = longest_path(jg.graph)
+        waits += _waits(jg, path, k)
+        base = path.length
         for r, name, factor in asks:
             delta, n = what_if_op(jg, r, name, factor)
             predicted.append({"step": k, "rank": r, "name": name, "factor": factor, "events": n,
@@ -147,14 +150,32 @@ def run(args: argparse.Namespace) -> int:
         clock_rows = [{"rank": r, "offset_ns": int(c.fit.offset_ns), "aligned": bool(c.aligned)}
                       for r, c in sorted((clocks or {}).items())]
         sys.stdout.write(json.dumps({"critical_path": rows, "what_if": predicted, "clocks": clock_rows,
-                                     "unjoined": unjoined}) + "\n")
+                                     "unjoined": unjoined, "waits": waits}) + "\n")
         return 0
     from ..analyze.critical_path import step_windows
 
     numbers = np.zeros(int(pos.max()) + 1 if len(pos) else 0, np.int64)
     numbers[pos] = step_windows(first)[0][:len(pos)]  # the first rank's step numbers, as the other commands show
-    _print(table, predicted, steps, args.top, numbers, traces, unjoined, index)
+    _print(table, predicted, steps, args.top, numbers, traces, unjoined, index, waits)
     return 0
+
+
+def _waits(jg: Any, path: Any, step: int) -> list[dict[str, Any]]:
+    """Step ``step``'s path time that no event owns (``analyze.critical_path.path_waits``),
+    per kind: its ns, and its longest edge's ns, rank and the events at its two ends."""
+    import numpy as np
+
+    from ..analyze.critical_path import WAIT_WORDS, path_waits
+
+    g = jg.graph
+    out = []
+    for kind, ns, e in path_waits(g, path):
+        ends = [int(g.src[e]) >> 1, int(g.dst[e]) >> 1]
+        t = jg.traces[jg.ranks.index(int(jg.rank[ends[0]]))]
+        names = [str(n) for n in t.names(np.asarray(g.rows[ends], np.int64))]
+        out.append({"step": step, "kind": WAIT_WORDS[kind], "ns": ns, "longest_ns": int(g.weight[e]),
+                    "rank": int(jg.rank[ends[0]]), "from": names[0], "to": names[1]})
+    return out
 
 
 def _unjoined_lines(notes: list[dict[str, Any]], every: bool, width: int) -> list[str]:
@@ -232,7 +253,7 @@ def _no_path(traces: dict[int, Any], k: int, where: str) -> str:
 
 def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: int, numbers: Any,
            traces: dict[int, Any] | None = None, unjoined: list[dict[str, Any]] | None = None,
-           index: dict[int, int] | None = None) -> None:
+           index: dict[int, int] | None = None, waits: list[dict[str, Any]] | None = None) -> None:
     """Per step (``steps``: positions among the first rank's steps, ``numbers`` their
     numbers; ``index``: each one's position among the analysed steps of ``traces``) its
     path, as the summary's line says it."""
@@ -273,20 +294,47 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
         share = {int(r): int(on[ranks == r].sum()) for r in unique(ranks)}
         held, others = _shares(share, length)
         words = WHOLE_SPAN if where == "the trace" else STEP_SPAN  # (which span: the summary's words)
-        print(textwrap.fill(f"{said}critical path {fmt_ns(length)} of {where}'s {fmt_ns(span)} "
-                            f"({words}); rank {held} holds "
-                            f"{100.0 * share[held] / max(length, 1):.0f}% of it" + (f" ({others})" if others else ""),
+        n_ranks = len(traces) if traces else len(share)  # (one rank: the whole path is its, waits too)
+        holds = "" if n_ranks < 2 else (f"; rank {held} holds {100.0 * share[held] / max(length, 1):.0f}% "
+                                                 "of it" + (f" ({others})" if others else ""))
+        print(textwrap.fill(f"{said}critical path {fmt_ns(length)} of {where}'s {fmt_ns(span)} ({words}){holds}",
                             width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
         if lines:
             print("\n".join(lines))
         keys: dict[tuple[int, str, str], int] = {}
         for r, n, kind, v in zip(ranks.tolist(), table["name"][m].tolist(), table["kind"][m].tolist(), on.tolist()):
             keys[(r, n, kind)] = keys.get((r, n, kind), 0) + v
-        _print_rows(sorted(keys.items(), key=lambda x: -x[1])[:top], width)
+        listed = sorted(keys.items(), key=lambda x: -x[1])
+        _print_rows(listed[:top], width)
+        rest = listed[top:]
+        if rest:  # (so that the rows, these and the waits add up to the path)
+            print(f"  (+{len(rest)} more, {fmt_ns(sum(v for _, v in rest))} on the path)")
+        mine = [w for w in waits or [] if w["step"] == k]
+        if mine:
+            print("\n".join(_wait_lines(mine, length, n_ranks > 1, width)))
         for w in (x for x in predicted if x["step"] == k):
             change = int(w["change_ns"])
             print(f"  what-if: rank {w['rank']}'s {w['name']!r} x{w['factor']:g} ({w['events']} events): "
                   f"{where.removeprefix('the ')} {'+' if change > 0 else ''}{fmt_ns(change)}")
+
+
+def _wait_lines(waits: list[dict[str, Any]], length: int, ranks: bool, width: int) -> list[str]:
+    """The path's time in no event (``waits``, of one step, most first) as one line: its
+    total and share of the path, each kind's time and the longest edge of the largest."""
+    import textwrap
+
+    from ..analyze.units import fmt_ns  # the summary's duration rule, only for the text output
+    from ..report.names import fit_names  # the summary's name rule, only for the text output
+
+    total = sum(w["ns"] for w in waits)
+    kinds = ", ".join(f"{w['kind']} {fmt_ns(w['ns'])}" for w in waits)
+    big = waits[0]
+    a, b = fit_names([big["from"], big["to"]], 48)
+    who = f"rank {big['rank']}'s " if ranks else ""
+    text = (f"in no event: {fmt_ns(total)} ({100.0 * total / max(length, 1):.1f}% of the path): {kinds}; "
+            f"the longest {fmt_ns(big['longest_ns'])}, {who}{a} -> {b}")
+    return textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="    ", break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def _print_rows(rows: list[tuple[tuple[int, str, str], int]], width: int) -> None:

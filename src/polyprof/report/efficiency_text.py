@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analyze.efficiency import uncounted_of
+from ..analyze.efficiency import range_profiled, uncounted_of
 from ..analyze.common import on_device
 from ..analyze.frames import column
 from ..analyze.units import fmt_ns
@@ -40,6 +40,9 @@ def mfu_line(report: Report) -> Para | None:
     p = f" ({prec})" if prec else ""
     words = uncounted_words(flops, uncounted_of(m))
     unknown = f"; {words}" if words else ""
+    if report.trace.n_events and range_profiled(report.trace):
+        unknown += ("; timed under CUPTI's range profiler, which replays each kernel range to read its counters: "
+                    "the time is the profiler's, not the program's")
     if np.isfinite(pct):
         per = f" x {devices} devices" if devices > 1 else ""
         return Para((("MFU", "bold"), (f" {pct:.3g}%{p}: {done} of {_si(peak, 'FLOP/s')} peak{per}{unknown}", None)))
