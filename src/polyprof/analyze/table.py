@@ -39,7 +39,9 @@ def as_column(v: Any) -> np.ndarray:
         if v.ndim != 1:
             raise ValueError(f"a table column must be 1-d, not {v.ndim}-d")
         return v
-    if hasattr(v, "to_numpy") and not isinstance(v, (list, tuple)):  # a pandas Series / Arrow array
+    if hasattr(v, "isna") and hasattr(v, "to_numpy"):  # a pandas Series: None where text is missing
+        return as_column(np.asarray(_from_series(v)))
+    if hasattr(v, "to_numpy") and not isinstance(v, (list, tuple)):  # an Arrow array
         return as_column(np.asarray(v.to_numpy()))
     if not isinstance(v, (list, tuple)):
         raise TypeError(f"a table column is an array or a list, not {type(v).__name__}")
@@ -182,8 +184,11 @@ class Table:
     @staticmethod
     def concat(tables: Sequence["Table"]) -> "Table":
         """The rows of ``tables`` one after another. Columns are matched by name, in
-        order of first appearance; a column some tables lack is NaN there (None in a
-        text column). A column's dtype is what NumPy makes of its non-empty parts."""
+        order of first appearance; a column's dtype is what NumPy makes of its non-empty
+        parts, and a column some tables lack keeps it, with the missing value of its
+        kind there (:func:`missing`): NaN in a float column, None in a text column, -1
+        in an integer column, False in a bool one, NaT in a time one (an unsigned
+        column becomes float64 with NaN)."""
         tables = list(tables)
         if not tables:
             return Table()
@@ -193,9 +198,9 @@ class Table:
             parts = [t.data.get(c) for t in tables]
             have = [p for p in parts if p is not None and len(p)] or [p for p in parts if p is not None]
             like = np.result_type(*[p.dtype for p in have])
-            if like.kind != "O" and any(p is None and len(t) for p, t in zip(parts, tables)):
-                like = np.result_type(like, np.float64)  # NaN in the gaps
-            filled = [p if p is not None else _gap(like, len(t)) for p, t in zip(parts, tables)]
+            if any(p is None and len(t) for p, t in zip(parts, tables)):
+                like = _with_gaps(like)
+            filled = [p if p is not None else missing(like, len(t)) for p, t in zip(parts, tables)]
             keep = [p for p in filled if len(p)] or filled[:1]
             out[c] = np.concatenate(keep).astype(like, copy=False)
         return _table(out)
@@ -213,8 +218,9 @@ class Table:
 
     @classmethod
     def from_pandas(cls, df: "pd.DataFrame") -> "Table":
-        """The columns of a DataFrame (its index dropped)."""
-        return cls({str(c): df[c].to_numpy() for c in df.columns})
+        """The columns of a DataFrame (its index dropped). A missing value of a text (or
+        nullable bool) column, ``pd.NA`` or NaN, is None; of a nullable number column NaN."""
+        return cls({str(c): _from_series(df[c]) for c in df.columns})
 
     def to_arrow(self) -> "pa.Table":
         """A pyarrow Table of the same columns (text as strings, NaN kept as NaN)."""
@@ -260,11 +266,53 @@ def _cell(v: Any) -> str:
     return s if len(s) <= _REPR_TEXT else s[: _REPR_TEXT - 1] + "…"
 
 
-def _gap(dtype: np.dtype, n: int) -> np.ndarray:
-    """``n`` missing values of a column of ``dtype`` (for :meth:`Table.concat`)."""
+def _with_gaps(dtype: np.dtype) -> np.dtype:
+    """The dtype of a column of ``dtype`` with missing values in it: the same where its
+    kind has a missing value (:func:`missing`), float64 for unsigned ints (no value of
+    theirs says "none"), ``object`` for NumPy's fixed-width text."""
+    if dtype.kind == "u":
+        return np.result_type(dtype, np.float64)
+    if dtype.kind in "US":
+        return np.dtype(object)
+    return dtype
+
+
+def missing(dtype: np.dtype, n: int) -> np.ndarray:
+    """``n`` missing values of a column of ``dtype``, as :meth:`Table.concat` fills a
+    column a table lacks: None (text, other objects), -1 (signed ints: counts, ids and
+    times, as ``launch_ns`` says "none"), False (flags), NaT (datetimes, timedeltas),
+    NaN (floats; also what an unsigned column becomes: :func:`_with_gaps`)."""
     if dtype.kind == "O":
         return np.full(n, None, object)
-    return np.full(n, np.nan)
+    if dtype.kind == "i":
+        return np.full(n, -1, dtype)
+    if dtype.kind == "b":
+        return np.zeros(n, bool)
+    if dtype.kind in "mM":
+        return np.full(n, np.datetime64("NaT") if dtype.kind == "M" else np.timedelta64("NaT"), dtype)
+    return np.full(n, np.nan, dtype if dtype.kind in "fc" else np.float64)
+
+
+def _from_series(s: Any) -> np.ndarray:
+    """A pandas Series as a column: a text or nullable-bool column (pandas' ``str``,
+    ``string``, ``boolean`` dtypes, or ``pd.NA`` in an ``object`` one) with None where
+    it is missing, never pandas' ``pd.NA`` (a nullable number column comes as float64
+    with NaN from ``to_numpy``)."""
+    v = s.to_numpy()
+    if v.dtype != object:
+        return v
+    gaps = np.asarray(s.isna().to_numpy(), bool)
+    if not gaps.any():
+        return v
+    import pandas as pd  # already imported: the caller holds a Series
+
+    v = v.copy()
+    if isinstance(s.dtype, np.dtype):  # plain object: only pandas' NA (a NaN there may be a number's)
+        at = np.flatnonzero(gaps)
+        v[at[[x is pd.NA for x in v[at].tolist()]]] = None  # (a look at the missing values only)
+    else:
+        v[gaps] = None
+    return v
 
 
 def _table(cols: dict[str, np.ndarray]) -> Table:

@@ -61,10 +61,46 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+_JSON = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
 def _stats_json(stats: dict[str, object] | None) -> str | None:
+    """A section's keyword stats as JSON text. Never raises: a value JSON cannot hold as
+    it is (an int beyond 64 bits, which orjson refuses even with ``default=str``; nesting
+    beyond 254; an object whose ``str`` fails) is written as the text the trace keeps for
+    it (``trace/stats.py``: a number's digits, a list's or dict's JSON text), so one odd
+    value never stops the journal (only a failure of its file does)."""
     if not stats:
         return None
-    return orjson.dumps(stats, default=str, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+    return _json(stats).decode()
+
+
+def _json(doc: dict[str, object]) -> bytes:
+    """``doc`` as JSON, each value orjson refuses as its text (:func:`_stats_json`)."""
+    try:
+        return orjson.dumps(doc, default=str, option=_JSON)
+    except (orjson.JSONEncodeError, TypeError):  # which value: each alone (rare)
+        return orjson.dumps({k: _value(v) for k, v in doc.items()}, option=_JSON)
+
+
+def _value(v: object) -> object:
+    try:
+        return orjson.Fragment(orjson.dumps(v, default=str, option=_JSON))
+    except (orjson.JSONEncodeError, TypeError):
+        return _text(v)
+
+
+def _text(v: object) -> str:
+    """What the trace holds for a value orjson cannot write: a number's digits, a list's
+    or dict's JSON text (the standard library's: ints of any size), else ``str``."""
+    import json  # only for the rare value orjson refuses
+
+    try:
+        if isinstance(v, (list, tuple, dict)):
+            return json.dumps(v, default=str)
+        return str(v)
+    except Exception:  # deep nesting, a cycle, a __str__ that fails: its type alone
+        return f"<{type(v).__name__}>"
 
 
 #: sections per batch: small enough that the journal thread writes a batch every few
@@ -143,7 +179,7 @@ class JournalWriter:
             # the schema (with the header) goes to disk now: a program killed before the
             # first flush leaves a valid file
             self._writer = StreamWriter(cast(BinaryIO, self._file), FIELDS,
-                                        {b"polyprof": orjson.dumps(header, default=str)})
+                                        {b"polyprof": _json(header)})
         except BaseException:
             self._file.discard()
             raise
@@ -218,9 +254,10 @@ class JournalWriter:
         self.max_behind = max(self.max_behind, self.behind)
 
     def _stop(self, e: Exception) -> None:
-        """The journal stops (its file failed); what it holds stays; said once."""
-        log.warning("crash journal %s stopped: %s (the trace is still written from memory at the stop)",
-                    self.path, e)
+        """The journal stops (its file failed, or a record could not be built); what it
+        holds stays; said once."""
+        log.warning("crash journal %s stopped: %s%s (the trace is still written from memory at the stop)",
+                    self.path, "" if isinstance(e, OSError) else f"{type(e).__name__}: ", e)
         self._file.finish()  # what it holds stays, locked until the trace is saved
 
     def _index(self) -> int:

@@ -304,14 +304,26 @@ def mark(name: str) -> None:
 
 
 def counter(name: str, value: float) -> None:
-    """One sample of a user counter (e.g. loss, queue depth, batch size)."""
+    """One sample of a user counter (e.g. loss, queue depth, batch size): a number, or a
+    one-element array or tensor (a torch loss that requires grad is read detached: no
+    warning; a device tensor's read waits for the device, as ``.item()`` does)."""
     rec = _recorder
     if rec is None or not rec.active:
         return
+    v = value if type(value) is float else _number(value)  # first: a value that fails adds no name or time
     buf = rec.buffer()
     buf.ctr_names.append(rec.intern(name))
     buf.ctr_ts.append(_now())
-    buf.ctr_values.append(float(value))
+    buf.ctr_values.append(v)
+
+
+def _number(value: object) -> float:
+    """A counter's value as a float. A torch tensor is detached first: ``float()`` of one
+    that requires grad warns (the warning would point here); torch is never imported."""
+    detach = getattr(value, "detach", None)
+    if callable(detach):  # a torch tensor (the name alone: torch stays unimported)
+        value = detach()
+    return float(value)  # type: ignore[arg-type]
 
 
 class StepBlock:

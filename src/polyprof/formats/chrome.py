@@ -116,8 +116,11 @@ def _chrome_events(trace: Trace) -> tuple[list[dict[str, Any]], int]:
                     "ts": ts[s]})
         out.append({"ph": "f", "bp": "e", "id": ident, "name": cat, "cat": cat, "pid": pid_l[d],
                     "tid": tid_l[d], "ts": ts[d]})
-    for pl, nm, t, v in zip(counters["plane"].tolist(), counters["name"].tolist(), counters["ts_ns"].tolist(),
-                            counters["value"].tolist()):
+    # a NaN or infinite sample is left out: JSON has no such number (it would be null, which
+    # Perfetto skips as a parse failure and Chrome's viewer draws as 0; docs/formats.md)
+    ok = np.isfinite(counters["value"])
+    for pl, nm, t, v in zip(counters["plane"][ok].tolist(), counters["name"][ok].tolist(),
+                            counters["ts_ns"][ok].tolist(), counters["value"][ok].tolist()):
         name = trace.strings[nm]
         out.append({"ph": "C", "name": name, "pid": pids[pl], "tid": 0, "ts": (t - origin) / 1000.0,
                     "args": {name: v}})

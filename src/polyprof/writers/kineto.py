@@ -85,6 +85,8 @@ def to_kineto(trace: Trace, distributed: dict[str, Any] | None = None) -> dict[s
     if len(c["ts_ns"]):
         cts = _us(c["ts_ns"] + shift - base)
         for pl, nm, t, v in zip(c["plane"].tolist(), c["name"].tolist(), cts, c["value"].tolist()):
+            if v != v or v in (float("inf"), float("-inf")):  # no JSON number: left out, as formats/chrome.py
+                continue
             name = trace.strings[nm]
             out.append({"ph": "C", "name": name, "pid": pids[pl], "tid": 0, "ts": t, "args": {name: v}})
     meta = trace.metadata
