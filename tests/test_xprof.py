@@ -20,7 +20,10 @@ import pytest
 
 import polyprof
 from polyprof.writers import xspace as xspace_writer
+from polyprof.analyze.common import device_view
+from polyprof.derive import cache
 from polyprof.formats.detect import load
+from polyprof.trace.categories import Kind
 from polyprof.trace.core import Trace
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("xprof") is None,
@@ -31,7 +34,7 @@ import json, sys
 from xprof.convert import raw_to_tool_data as r
 path, out = sys.argv[1], sys.argv[2]
 res = {}
-for tool in ("trace_viewer", "framework_op_stats", "overview_page"):
+for tool in sys.argv[3].split(","):
     data, _ = r.xspace_to_tool_data([path], tool, {"use_saved_result": False})
     if data is None:
         res[tool] = None
@@ -49,16 +52,68 @@ json.dump(res, open(out, "w"))
 """
 
 
-def run_xprof(xplane: Path, tmp: Path) -> dict:
+_TOOLS = ("trace_viewer", "framework_op_stats", "overview_page")
+
+
+def run_xprof(xplane: Path, tmp: Path, tools: tuple[str, ...] = _TOOLS) -> dict:
     out = tmp / f"{xplane.stem}.xprof.json"
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, str(xplane), str(out)], capture_output=True,
-                          text=True, timeout=240)
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, str(xplane), str(out), ",".join(tools)],
+                          capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
-    for tool in ("trace_viewer", "framework_op_stats", "overview_page"):
+    for tool in tools:
         assert res[tool] is not None, f"xprof {tool} failed: {proc.stderr[-3000:]}"
-    assert res["framework_op_stats"] and res["overview_page"]
+    assert all(res[t] for t in tools if t != "kernel_stats")
     return res
+
+
+def device_analyses(res: dict) -> tuple[str, float, dict[str, tuple[int, float]], dict[str, tuple[int, float]]]:
+    """What XProf's analyses (op stats) saw of the devices: the overview's hardware type,
+    its device compute time (ms per step), and per op / kernel name (occurrences, total
+    µs) of framework_op_stats' device rows and of kernel_stats."""
+    run_env = next(x["p"] for x in res["overview_page"] if "hardware_type" in x.get("p", {}))
+    ops: dict[str, tuple[int, float]] = {}
+    cols = [c["id"] for c in res["framework_op_stats"][0]["cols"]]
+    for row in res["framework_op_stats"][0]["rows"]:
+        r = dict(zip(cols, (c["v"] for c in row["c"])))
+        if r["host_or_device"] == "Device" and r["operation"] != "IDLE":
+            ops[r["operation"]] = (int(r["occurrences"]), float(r["total_time"]))
+    kernels: dict[str, tuple[int, float]] = {}
+    ks = res.get("kernel_stats") or {}
+    kcols = [c["id"] for c in ks.get("cols", [])]
+    for row in ks.get("rows", []):
+        r = dict(zip(kcols, (c["v"] for c in row["c"])))
+        n, t = kernels.get(r["kernel_name"], (0, 0.0))
+        kernels[r["kernel_name"]] = (n + int(r["occurrences"]), t + float(r["total_duration_us"]))
+    return run_env["hardware_type"], float(run_env["device_compute_time_ms_avg"]), ops, kernels
+
+
+def device_kernels(trace: Trace) -> dict[str, tuple[int, float]]:
+    """polyprof's kernels (and collectives) of the trace's device planes, as it classes
+    them: name -> (count, total µs)."""
+    names = trace.names()
+    ev = trace.events
+    rows = device_view(trace).rows
+    kinds = trace.kinds[rows]
+    out: dict[str, tuple[int, float]] = {}
+    for i in rows[((kinds == Kind.KERNEL) | (kinds == Kind.COLLECTIVE)) & (ev["dur_ns"][rows] > 0)].tolist():
+        n, t = out.get(names[i], (0, 0.0))
+        out[names[i]] = (n + 1, t + int(ev["dur_ns"][i]) / 1e3)
+    return out
+
+
+def assert_xprof_sees_the_kernels(res: dict, trace: Trace) -> None:
+    """XProf's overview, framework_op_stats and kernel_stats count the trace's device
+    kernels (a GPU to XProf), with their times."""
+    hardware, compute_ms, ops, kernels = device_analyses(res)
+    want = device_kernels(trace)
+    assert want, "the trace has device kernels"
+    assert hardware == "GPU"
+    assert compute_ms > 0 or not len(cache.steps(trace))  # XProf's compute time is per step
+    assert set(kernels) == set(want)
+    for k, (n, us) in want.items():
+        assert kernels[k][0] == n and kernels[k][1] == pytest.approx(us, abs=1e-3 * n + 1e-6 * us)
+        assert ops[k][0] >= n
 
 
 #: lines XProf derives itself on a GPU plane from the stats polyprof writes for its tools
@@ -122,14 +177,34 @@ def test_xprof_reads_a_live_opencl_session(tmp_path: Path) -> None:
     dev = [p for p in trace.planes if p.name.startswith("/device:OpenCL")]
     assert dev and any(len(trace.tracks_of(p.id)) for p in dev)
     path = xspace_writer.write(trace, tmp_path / "opencl.xplane.pb")
-    res = run_xprof(path, tmp_path)
+    res = run_xprof(path, tmp_path, (*_TOOLS, "kernel_stats"))
     got = viewer_events(res, trace=trace)
     assert sum(got.values()) == trace.n_events
-    # XProf shows the device as /device:CUSTOM:<n>; the events are the same otherwise
+    # XProf shows the device as /device:GPU:<n>; the events are the same otherwise
     renamed = {p.name: n for p, n in zip(trace.planes, xspace_writer.written_names(trace.planes))}
+    assert renamed[dev[0].name].startswith("/device:GPU:")
     want = Counter({(renamed[p], t, n, s, d): c for (p, t, n, s, d), c in polyprof_events(trace).items()})
     assert got == want
-    assert load(path).plane_by_name(dev[0].name) is not None  # and polyprof reads its own name back
+    # and in XProf's analyses: the OpenCL kernels are a GPU's, with their times
+    assert_xprof_sees_the_kernels(res, trace)
+    back = load(path)  # polyprof reads its own device back: name, kind, vendor, index
+    assert [(p.name, p.kind, p.vendor, p.index) for p in back.planes] == \
+        [(p.name, p.kind, p.vendor, p.index) for p in trace.planes]
+    assert device_kernels(back) == device_kernels(trace)
+
+
+def test_xprof_analyses_read_an_mtia_trace(traces_dir: Path, tmp_path: Path) -> None:
+    """A device XProf has no name for (MTIA, from a real Kineto trace) is in XProf's
+    analyses, not only its timeline: overview_page, framework_op_stats and kernel_stats
+    count its kernels (audit F1: as /device:CUSTOM:<n> they were CPU_ONLY with no device
+    ops)."""
+    trace = load(traces_dir / "kineto" / "mtia_inference_rank0.json.gz")
+    path = xspace_writer.write(trace, tmp_path / "mtia.xplane.pb")
+    res = run_xprof(path, tmp_path, ("framework_op_stats", "overview_page", "kernel_stats"))
+    assert_xprof_sees_the_kernels(res, trace)
+    back = load(path)
+    assert [(p.name, p.kind, p.vendor, p.index) for p in back.planes] == \
+        [(p.name, p.kind, p.vendor, p.index) for p in trace.planes]
 
 
 # ------------------------------------------------------------------------------ (b) Kineto
@@ -144,7 +219,7 @@ def test_xprof_reads_real_kineto_traces(name: str, traces_dir: Path, tmp_path: P
     res = run_xprof(path, tmp_path)
     origin = trace.span_ns[0]
     got = viewer_events(res, trace=trace)
-    # XProf shows devices it has no name for as CUSTOM, the threads of every host process on /host:CPU
+    # XProf shows devices it has no name for as GPUs, the threads of every host process on /host:CPU
     homes = xspace_writer.line_homes(trace.planes)
     renamed = {p.name: n for p, n in zip(trace.planes, xspace_writer.written_names(trace.planes))}
     renamed.update({p.name: trace.planes[homes[p.id]].name for p in trace.planes if homes[p.id] != p.id})

@@ -365,9 +365,10 @@ def test_xprof_flow_stats_become_flows() -> None:
     assert got == [("launch", "kernel", 77, "xflow:9"), ("kernel", "copy", 77, "xflow:9")]
 
 
-def test_devices_xprof_has_no_name_for_are_written_as_custom_and_read_back() -> None:
-    """XProf's tools read /device:GPU:*, else TPU, else CUSTOM planes only; an OpenCL
-    or MTIA plane is written as /device:CUSTOM:<n> and polyprof restores its name."""
+def test_devices_xprof_has_no_name_for_are_written_as_gpus_and_read_back() -> None:
+    """XProf's analyses read /device:TPU:* planes, else /device:GPU:* (a CUSTOM plane is
+    only in its timeline); an OpenCL or MTIA plane is written as /device:GPU:<n> and
+    polyprof restores its name, kind, vendor and index."""
     b = TraceBuilder()
     host = b.plane("/host:CPU", "host", pid=7)
     ocl = b.plane("/device:OpenCL:0", "device", vendor="PoCL", index=0, pid=1)
@@ -378,7 +379,7 @@ def test_devices_xprof_has_no_name_for_are_written_as_custom_and_read_back() -> 
     trace = b.build()
     space = xspace_writer.to_space(trace)
     assert [p.name for p in space.planes if p.name.startswith("/device:")] == \
-        ["/device:CUSTOM:0", "/device:CUSTOM:17"]
+        ["/device:GPU:0", "/device:GPU:17"]
     back = xspace.from_space(space)
     assert [(p.name, p.kind, p.vendor, p.index) for p in back.planes] == \
         [(p.name, p.kind, p.vendor, p.index) for p in trace.planes]

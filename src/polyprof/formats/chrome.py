@@ -9,15 +9,21 @@ Chrome/Kineto reader does, and a job of exported ranks aligns by it). The device
 (model, SM count, memory...: what the efficiency tables match peaks and occupancy by)
 are the top-level ``deviceProperties`` list, as in
 Kineto's JSON (one entry per device plane, ``id`` its index): viewers ignore the key,
-polyprof's reader puts them back on the planes.
+polyprof's reader puts them back on the planes. The job's rank, world size and process
+groups are the top-level ``distributedInfo`` Kineto writes (:func:`distributed_info`),
+which the reader takes back: the collectives' bus bandwidth needs each group's size;
+the host the trace was recorded on is Kineto's top-level ``host_name``. These come
+before ``traceEvents``, as in Kineto's files.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from ..trace import keys
 from ..trace.core import Trace
@@ -151,6 +157,45 @@ def wall_anchor(trace: Trace, origin: int) -> dict[str, Any] | None:
     return out
 
 
+def distributed_info(trace: Trace) -> dict[str, Any]:
+    """Kineto's ``distributedInfo``: the one the trace was read with, else its top-level
+    keys, else the rank (and world size) of the recording session (``polyprof run`` under
+    torchrun): HTA reads a job's rank files by it (without, every file is rank 0)."""
+    meta = trace.metadata
+    dist = meta.get(mkeys.DISTRIBUTED_INFO)
+    if isinstance(dist, dict):
+        return dist
+    dist = {k: meta[k] for k in ("backend", "rank", "world_size") if k in meta}
+    session = meta.get(mkeys.SESSION)
+    if "rank" not in dist and len(trace.sources) == 1 and trace.sources[0].rank is not None:
+        dist["rank"] = int(trace.sources[0].rank)
+        if isinstance(session, dict) and isinstance(session.get("world_size"), int):
+            dist["world_size"] = session["world_size"]
+    return dist
+
+
+#: Kineto's top-level key for the host the trace was recorded on (recent torch writes it
+#: before the events); the Chrome, Kineto and Perfetto exports write it, the readers take
+#: it back as the source's host
+HOST_NAME = "host_name"
+
+
+def host_name(trace: Trace) -> str:
+    """The host the trace was recorded on: its sources' one host (none when they name
+    several), else the ``host_name`` of the Kineto file it was read from; "" for none."""
+    hosts = {s.host for s in trace.sources if s.host}
+    if len(hosts) == 1:
+        return hosts.pop()
+    named = trace.metadata.get(HOST_NAME)
+    return named if isinstance(named, str) and not hosts else ""
+
+
+def spaced(dist: dict[str, Any]) -> orjson.Fragment:
+    """``distributedInfo`` spaced as Kineto writes it (``"rank": 1``): HTA finds a file's
+    rank with a pattern that needs the space, and took every compact file for rank 0."""
+    return orjson.Fragment(json.dumps(dist, default=str))
+
+
 def write(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
     events, origin = _chrome_events(trace)
@@ -159,8 +204,17 @@ def write(trace: Trace, path: str | Path) -> Path:
     anchor = wall_anchor(trace, origin)
     if anchor is not None:
         other["wall_anchor"] = anchor
-    doc: dict[str, Any] = {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
+    # the header before the events, as Kineto writes it: a job's files are told apart by
+    # their first MiB (ranks/identity.py reads the rank and host there)
+    doc: dict[str, Any] = {"displayTimeUnit": "ns", "otherData": other}
     devices = device_properties(trace)
     if devices:
         doc["deviceProperties"] = devices
+    dist = distributed_info(trace)
+    if dist:
+        doc["distributedInfo"] = spaced(dist)
+    host = host_name(trace)
+    if host:
+        doc[HOST_NAME] = host
+    doc["traceEvents"] = events
     return write_json(doc, path)

@@ -6,12 +6,14 @@ host planes keep their process id; ``ts``/``dur`` are µs relative to
 ``baseTimeNanoseconds`` (printed with ns precision); flows become ``s``/``f`` pairs
 (``bp: e``); stats go back to args under Kineto's names (``correlation``,
 ``External id``). Traces on CLOCK_MONOTONIC are moved to wall-clock time through their
-``wall_anchor``, as Kineto's timestamps are wall-clock based.
+``wall_anchor``, as Kineto's timestamps are wall-clock based. Before the events, the
+header torch writes: ``distributedInfo``, the host the trace was recorded on
+(``host_name``) and, for a trace read from a Kineto file, that file's own top-level keys
+(``trace_id``, ``record_shapes``, the CUDA and CUPTI versions...).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
+from ..formats.chrome import HOST_NAME, distributed_info, host_name, spaced
 from ..formats.device_list import device_properties
 from ..formats.kineto_view import copy_names, device_streams, kineto_ids, stream_handles, time_base
 from ..formats.jsonfile import write_json
@@ -92,9 +95,13 @@ def to_kineto(trace: Trace, distributed: dict[str, Any] | None = None) -> dict[s
     meta = trace.metadata
     doc: dict[str, Any] = {"schemaVersion": meta.get(mkeys.SCHEMA_VERSION, 1),
                            "deviceProperties": device_properties(trace)}
-    dist = {**_distributed_info(trace), **(distributed or {})}
+    dist = {**distributed_info(trace), **(distributed or {})}
     if dist:
         doc["distributedInfo"] = dist
+    doc.update(_file_header(trace))
+    host = host_name(trace)
+    if host:
+        doc[HOST_NAME] = host
     doc["traceEvents"] = out
     doc["traceName"] = str(meta.get(mkeys.TRACE_NAME) or (meta.get(mkeys.FILE_SOURCE) or {}).get("path", "polyprof"))
     doc["displayTimeUnit"] = "ms"
@@ -103,21 +110,20 @@ def to_kineto(trace: Trace, distributed: dict[str, Any] | None = None) -> dict[s
     return doc
 
 
-def _distributed_info(trace: Trace) -> dict[str, Any]:
-    """Kineto's ``distributedInfo``: the one the trace was read with, else its top-level
-    keys, else the rank (and world size) of the recording session (``polyprof run`` under
-    torchrun): HTA reads a job's rank files by it (without, every file is rank 0)."""
-    meta = trace.metadata
-    dist = meta.get(mkeys.DISTRIBUTED_INFO)
-    if isinstance(dist, dict):
-        return dist
-    dist = {k: meta[k] for k in ("backend", "rank", "world_size") if k in meta}
-    session = meta.get(mkeys.SESSION)
-    if "rank" not in dist and len(trace.sources) == 1 and trace.sources[0].rank is not None:
-        dist["rank"] = int(trace.sources[0].rank)
-        if isinstance(session, dict) and isinstance(session.get("world_size"), int):
-            dist["world_size"] = session["world_size"]
-    return dist
+#: top-level keys of a read file that are not copied as its header: polyprof's own
+#: exports' (the Chrome export's ``otherData`` holds times from its own origin, the
+#: Kineto export's ``polyprof`` its clock) and the host (``host_name``: the sources'),
+#: written anew
+_NOT_HEADER = frozenset(("otherData", "polyprof", "traceEvents", HOST_NAME))
+
+
+def _file_header(trace: Trace) -> dict[str, Any]:
+    """The top-level keys of the Kineto / Chrome file the trace was read from that
+    polyprof does not declare (``trace/metadata_keys.py``: the reader keeps them
+    verbatim), as torch wrote them: ``trace_id``, ``record_shapes``, the CUDA driver,
+    runtime and CUPTI versions, a user's ``add_metadata_json`` keys..."""
+    return {k: v for k, v in trace.metadata.items()
+            if k not in mkeys.DECLARED and k not in _NOT_HEADER and isinstance(k, str)}
 
 
 def _name_records(trace: Trace, pids: list[int], tids: list[int]) -> list[dict[str, Any]]:
@@ -280,7 +286,7 @@ def write(trace: Trace, path: str | Path, distributed: dict[str, Any] | None = N
     path = Path(path)
     doc = to_kineto(trace, distributed)
     if isinstance(doc.get("distributedInfo"), dict):
-        doc["distributedInfo"] = orjson.Fragment(json.dumps(doc["distributedInfo"], default=str))
+        doc["distributedInfo"] = spaced(doc["distributedInfo"])
     return write_json(doc, path)
 
 

@@ -19,7 +19,8 @@ the subset is encoded here, see :mod:`.perfetto_wire`, so no generated code is n
   XProf's peaks), which the efficiency tables match the device's peaks by: one
   ``ChromeEventBundle`` packet (``chrome_events``) of ``ChromeMetadata`` entries,
   ``polyprof_planes`` (JSON: plane name, vendor, properties) and, when the trace lists
-  them, ``deviceProperties`` and ``distributedInfo``. Chrome writes its own trace metadata so: Perfetto's trace
+  them, ``deviceProperties``, ``distributedInfo`` and the host the trace was recorded
+  on (``host_name``, as Kineto names it). Chrome writes its own trace metadata so: Perfetto's trace
   processor keeps the entries (``cr-polyprof_planes``) in its metadata table (from its
   parser's source; not run here), and polyprof's reader puts them back on the planes.
 
@@ -44,7 +45,7 @@ from ..trace.memory import export_counters
 from ..trace.native_write import json_default
 from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
-from ..formats.chrome import _pids, _tids
+from ..formats.chrome import HOST_NAME, _pids, _tids, host_name
 from ..formats.device_list import (FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES,
                                    PERFETTO_PLANES, json_value,
                                    plane_properties)
@@ -379,8 +380,9 @@ def flow_category_bits(trace: Trace) -> np.ndarray:
 
 def _device_metadata(trace: Trace, counters: dict[str, np.ndarray]) -> bytes:
     """The ``chrome_events`` packet with the device planes' properties and vendor (by
-    plane name), the trace's ``deviceProperties`` list, its flows' categories and the
-    counters made of its memory series (``counters``: what the export writes); nothing
+    plane name), the trace's ``deviceProperties`` list, ``distributedInfo`` and host
+    name, its flows' categories and the counters made of its memory series
+    (``counters``: what the export writes); nothing
     when there are none. A device plane's bytes values (XSpace stats) become hex text, as
     in the Kineto export; a host plane's properties are kept whole where they hold bytes
     (an XSpace's HLO modules), those as ``{"__bytes__": base64}`` (trace/native_write.py)."""
@@ -398,6 +400,9 @@ def _device_metadata(trace: Trace, counters: dict[str, np.ndarray]) -> bytes:
     info = trace.metadata.get(mkeys.DISTRIBUTED_INFO)
     if isinstance(info, dict) and info:  # (the process groups' sizes: collectives' bus bandwidth)
         entries.append((mkeys.DISTRIBUTED_INFO, json_value(info)))
+    host = host_name(trace)
+    if host:  # (Perfetto's SystemInfo has no host name: its utsname lacks the nodename)
+        entries.append((HOST_NAME, host))
     categories = [trace.strings[c] for c in _flow_category_ids(trace)]
     if categories:
         entries.append((PERFETTO_FLOW_CATEGORIES, categories))

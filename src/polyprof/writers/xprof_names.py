@@ -1,11 +1,15 @@
 """The plane names XProf reads, for the XSpace writer.
 
-XProf's converters (trace_viewer, overview_page, op stats...) read the host plane named
-exactly ``/host:CPU`` and the device planes named ``/device:GPU:*``; if there are none,
-``/device:TPU:*``; if none either, ``/device:CUSTOM:*``. A device plane named otherwise
-(``/device:OpenCL:0``, ``/device:MTIA:17``, ``/device:XPU:0``...) is silently left out
-of every tool. So the writer names such planes ``/device:CUSTOM:<n>`` and keeps the
-original name in the plane's layout stat, which the reader restores.
+XProf's trace viewer reads the host plane named exactly ``/host:CPU`` and the device
+planes named ``/device:GPU:*``, ``/device:TPU:*`` and ``/device:CUSTOM:*``. Its
+analyses (overview_page, framework_op_stats, kernel_stats, op_profile... all built on op
+stats, ``xplane_to_op_stats.cc``) read only ``/device:TPU:*`` planes, else
+``/device:GPU:*``: a CUSTOM plane is in the timeline but in no analysis. A device plane
+named otherwise (``/device:OpenCL:0``, ``/device:MTIA:17``, ``/device:XPU:0``...) is in
+no tool at all. So the writer names such planes ``/device:GPU:<n>``, XProf's name for
+an accelerator it reads kernels from, and keeps the original name, vendor and index in
+the plane's layout stat, which polyprof's reader restores. CUSTOM planes (from an
+XSpace that had them) keep their name.
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ from ..trace.model import Plane
 
 #: Device plane name prefixes XProf's tools read.
 TPU_PREFIX = "/device:TPU:"
-XPROF_DEVICE_PREFIXES = ("/device:GPU:", TPU_PREFIX, "/device:CUSTOM:")
-CUSTOM_PREFIX = "/device:CUSTOM:"
+GPU_PREFIX = "/device:GPU:"
+XPROF_DEVICE_PREFIXES = (GPU_PREFIX, TPU_PREFIX, "/device:CUSTOM:")
 
 
 def written_names(planes: Sequence[Plane]) -> list[str]:
-    """The XSpace plane name for each plane: its own, or ``/device:CUSTOM:<n>`` for a
+    """The XSpace plane name for each plane: its own, or ``/device:GPU:<n>`` for a
     device plane XProf would not read (``n`` is the plane's index when free)."""
     taken = {p.name for p in planes}
     out: list[str] = []
@@ -29,9 +33,9 @@ def written_names(planes: Sequence[Plane]) -> list[str]:
         name = p.name
         if p.kind == "device" and name.startswith("/device:") and not name.startswith(XPROF_DEVICE_PREFIXES):
             n = max(int(p.index), 0)
-            while f"{CUSTOM_PREFIX}{n}" in taken:
+            while f"{GPU_PREFIX}{n}" in taken:
                 n += 1
-            name = f"{CUSTOM_PREFIX}{n}"
+            name = f"{GPU_PREFIX}{n}"
             taken.add(name)
         out.append(name)
     return out

@@ -6,9 +6,9 @@ picoseconds, so absolute (wall-clock) times are written relative to the first ev
 like JAX does, with a "Task Environment" plane giving the wall-clock start. A polyprof
 category, flows, counters, track kinds and the trace's metadata are written in
 ``polyprof.*`` stats XProf ignores and the reader restores, so polyprof -> XSpace ->
-polyprof keeps them. Device planes XProf's tools would skip (any but GPU, TPU and
-CUSTOM) are written as ``/device:CUSTOM:<n>`` under their own name in the layout stat
-(``xprof_names.py``). Events go in as columns (``xspace_stats``, ``formats.xspace.encode``).
+polyprof keeps them. Device planes XProf's analyses would skip (any but GPU and TPU;
+CUSTOM ones are in its timeline only) are written as ``/device:GPU:<n>`` under their
+own name in the layout stat (``xprof_names.py``). Events go in as columns (``xspace_stats``, ``formats.xspace.encode``).
 """
 
 from __future__ import annotations

@@ -288,10 +288,13 @@ def _file_anchor(top: dict[str, Any], base: int) -> dict[str, Any] | None:
 
 def anchor_host(trace: Trace, top: dict[str, Any]) -> None:
     """The host named by the file's ``otherData.wall_anchor`` (polyprof's Chrome export),
+    else by its top-level ``host_name`` (recent torch's Kineto files, polyprof's exports),
     as its one source's host, when that has none (ranks/result.anchor_of names it)."""
     other = top.get("otherData")
     a = other.get("wall_anchor") if isinstance(other, dict) else None
     host = a.get("host") if isinstance(a, dict) else None
+    if not (isinstance(host, str) and host):
+        host = top.get("host_name")
     if isinstance(host, str) and host and len(trace.sources) == 1 and not trace.sources[0].host:
         trace.sources[0].host = host
 

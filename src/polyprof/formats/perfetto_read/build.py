@@ -19,6 +19,7 @@ from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace import keys
 from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
+from ..chrome import HOST_NAME
 from ..device_list import FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
 from ..native import bytes_back
 from ..safety import TIME_LIMIT_NS
@@ -126,7 +127,11 @@ def build(col: Collector, path: Path) -> Trace:
         b.source(clock={mkeys.SOURCE_WALL_ANCHOR: anchor})
     if warnings:
         b.metadata[mkeys.WARNINGS] = warnings
-    return b.build()
+    trace = b.build()
+    host = col.chrome_meta.get(HOST_NAME)  # polyprof's export: the host it was recorded on
+    if isinstance(host, str) and host and len(trace.sources) == 1 and not trace.sources[0].host:
+        trace.sources[0].host = host
+    return trace
 
 
 #: the kind of a row left out (:func:`_beyond`): neither a begin nor an end, not kept
