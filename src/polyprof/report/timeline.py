@@ -11,8 +11,12 @@ them. Times are sent in a ``quantum`` (the greatest common divisor of the times,
 for a microsecond trace), which keeps the columns small.
 
 Size budget (docs/report.md): at most ``MAX_EVENTS`` events are drawn one by one, the
-longest kept; the rest are counted per track and named in a note. Arguments are sent
-for at most ``MAX_ARG_CELLS`` (event, key) pairs, the longest events' first.
+longest kept (of those as long as the shortest kept, as many as fit, spread over the
+span); the rest are counted in a note. Arguments are sent for at most ``MAX_ARG_CELLS``
+(event, key) pairs, the longest events' first, and the note and an event's details say
+where they were left out. The names sent are those of the events drawn, at most
+``MAX_NAME_BYTES`` of them, the longest events' first; an event whose name is past
+that points at ``LEFT_OUT_NAME``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
-from ..analyze.critical_path_track import with_critical_path
+from ..analyze.critical_path_track import TRACK, with_critical_path
 from ..analyze.memory import memory
 from ..analyze.window import WindowArg
 from ..derive import cache
@@ -31,12 +35,18 @@ from ..derive.intervals import nesting_depth
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.model import Track
+from ..trace.sorting import unique_inverse
 from .memory_view import _thin
 
 MAX_EVENTS = 1_500_000
 MAX_ARG_CELLS = 100_000
 MAX_ARG_TEXT = 160
 MAX_COUNTER_SERIES = 64
+#: the names sent, in bytes of JSON (UTF-8, with quotes and commas): past this, the names
+#: of the shortest events are not sent (809,000 names of 1.5M events were 26.5 MB)
+MAX_NAME_BYTES = 4_000_000
+#: the name an event whose own name is past MAX_NAME_BYTES is given on the page
+LEFT_OUT_NAME = "(name not sent: the page's names budget is spent; the tables name it)"
 #: traces up to this many events get the critical path track (its graphs cost about as
 #: much as the rest of the report per event, and it adds several slices per event)
 MAX_CRITICAL_PATH_EVENTS = 200_000
@@ -206,20 +216,40 @@ def _stat_cells(trace: Trace, pos_of: np.ndarray) -> list[tuple[str, np.ndarray,
 _EXACT = 2 ** 53
 
 
-def _args(found: list[tuple[str, np.ndarray, np.ndarray]], dur: np.ndarray, more: bool = False) -> dict[str, Any]:
-    """Arguments as {keys, cols: [[positions], [values]]}: at most MAX_ARG_CELLS cells,
-    the longest events' first (``more``: ``found`` lacks the cells of the shortest events,
-    of which there were more than MAX_ARG_CELLS in all)."""
+def _longest(dur: np.ndarray, order: np.ndarray, n: int, spread: bool = True) -> tuple[np.ndarray, int, int, int]:
+    """(which of ``dur`` are the ``n`` longest, the duration of the shortest kept, how
+    many of that duration there are, how many of those are kept): every one longer than
+    it, and of those exactly as long as many as fit, spread evenly in ``order`` (a start
+    time: over the span), or the first in ``order`` (not ``spread``), the first of equal
+    ``order`` first (ties, before, were all left out: 1.55M events of 1 µs left out of a
+    page of 50,010)."""
+    cut = int(np.partition(dur, len(dur) - n)[len(dur) - n])
+    keep = dur > cut
+    need = n - int(keep.sum())
+    tied = np.flatnonzero(dur == cut)
+    tied = tied[np.lexsort((tied, order[tied]))]
+    keep[tied[np.arange(need, dtype=np.int64) * len(tied) // max(need, 1)] if spread else tied[:need]] = True
+    return keep, cut, len(tied), need
+
+
+def _args(found: list[tuple[str, np.ndarray, np.ndarray]], dur: np.ndarray, floor: int = -1) -> dict[str, Any]:
+    """Arguments as {keys, cols: [[positions], [values]], limit}: at most MAX_ARG_CELLS
+    cells, the longest events' first (``floor``: ``found`` lacks some cells of events
+    this long or shorter, let go while reading; -1: none); ``limit``: the duration at or
+    below which an event's cells may be left out (None: none left out)."""
     total = sum(len(p) for _, p, _ in found)
-    limit = None
-    if total > MAX_ARG_CELLS or (more and total == MAX_ARG_CELLS):  # a duration above which the cells fit
-        limit = np.sort(np.concatenate([dur[p] for _, p, _ in found]))[::-1][MAX_ARG_CELLS - 1]
+    limit, keep = (floor if floor >= 0 else None), None
+    if total > MAX_ARG_CELLS:  # the longest events' cells, of those as long as the last the first events'
+        pos = np.concatenate([p for _, p, _ in found])  # (as _Timeline._let_go keeps them: the same page)
+        keep, cut, _, _ = _longest(dur[pos], pos, MAX_ARG_CELLS, spread=False)
+        limit = max(cut, floor)
     keys_out: list[str] = []
     cols: list[list[list[Any]]] = []
-    cells = 0
+    cells = at = 0
     for key, p, values in found:
-        if limit is not None:
-            sel = dur[p] > limit
+        if keep is not None:
+            sel = keep[at:at + len(p)]
+            at += len(p)
             p, values = p[sel], values[sel]
         if not len(p):
             continue
@@ -235,7 +265,7 @@ def _args(found: list[tuple[str, np.ndarray, np.ndarray]], dur: np.ndarray, more
         keys_out.append(key)
         cols.append([p.tolist(), vals])
         cells += len(p)
-    return {"keys": keys_out, "cols": cols, "cells": cells, "total": total}
+    return {"keys": keys_out, "cols": cols, "cells": cells, "total": total, "limit": limit}
 
 
 def _counters(part: Part, t0: int, group_of: dict[int, str]) -> list[dict[str, Any]]:
@@ -253,9 +283,11 @@ def _counters(part: Part, t0: int, group_of: dict[int, str]) -> list[dict[str, A
                 break
             rows = order[a:b]
             ts, v = _thin(c["ts_ns"][rows] + part.offset_ns - t0, c["value"][rows].astype(np.float64))
-            plane = int(c["plane"][rows[0]])
-            out.append({"group": group_of.get(plane, ""), "label": trace.strings[int(c["name"][rows[0]])],
-                        "ts": ts, "values": v})
+            plane, label = int(c["plane"][rows[0]]), trace.strings[int(c["name"][rows[0]])]
+            series: dict[str, Any] = {"group": group_of.get(plane, ""), "label": label, "ts": ts, "values": v}
+            if label.endswith("_bytes"):  # process.rss_bytes: its row's scale in MiB, as the memory card's
+                series["bytes"] = True
+            out.append(series)
     m = memory(trace)
     for s in range(m.n_series):
         lo, hi = m.bounds(s)
@@ -263,9 +295,8 @@ def _counters(part: Part, t0: int, group_of: dict[int, str]) -> list[dict[str, A
             continue
         ts, v = _thin(m.ts[lo:hi] + part.offset_ns - t0, m.level[lo:hi].astype(np.float64))
         label = "memory " + m.device[s] + (f" · {m.allocator[s]}" if m.allocator[s] else "")
-        series: dict[str, Any] = {"group": (part.label + " · " if part.label else "") + "memory", "label": label,
-                                  "ts": ts, "values": v, "bytes": True}
-        out.append(series)
+        out.append({"group": (part.label + " · " if part.label else "") + "memory", "label": label,
+                    "ts": ts, "values": v, "bytes": True})
     return out
 
 
@@ -331,9 +362,12 @@ class _Timeline:
             t = trace.tracks[order[k]]
             ln = lanes_sorted[lo:hi]
             lane_cuts = np.flatnonzero(np.r_[True, ln[1:] != ln[:-1]])
-            self.tracks.append({"group": group_of.get(t.plane, prefix), "label": label[t.id], "kind": t.kind,
-                                "device": trace.planes[t.plane].kind == "device",
-                                "lanes": (lane_cuts + lo + base).tolist() + [int(hi + base)]})
+            row = {"group": group_of.get(t.plane, prefix), "label": label[t.id], "kind": t.kind,
+                   "device": trace.planes[t.plane].kind == "device",
+                   "lanes": (lane_cuts + lo + base).tolist() + [int(hi + base)]}
+            if t.name == TRACK and t.kind == "derived":  # the path's stretches: copies of events counted once
+                row["copy"] = True
+            self.tracks.append(row)
         for col, v in (("start", start[rows]), ("dur", dur[rows]), ("name", ids[inv[rows]]),
                        ("partner", pos_of[partner[rows]]), ("op", pos_of[op[rows]])):
             self.cols[col].append(v)
@@ -374,26 +408,39 @@ class _Timeline:
         self._let_go()
 
     def _let_go(self) -> None:
-        """The cells of events no longer than the floor let go."""
-        self.found = [(k, p[d > self.floor], v[d > self.floor], d[d > self.floor]) for k, p, v, d in self.found]
+        """The cells of events shorter than the floor let go, and of those as long as it
+        all but the first MAX_ARG_CELLS by position (the ones :func:`_args` would keep
+        where fewer are longer: a later part's positions come after)."""
+        if not self.found:
+            return
+        d = np.concatenate([x[3] for x in self.found])
+        pos = np.concatenate([x[1] for x in self.found])
+        keep = d > self.floor
+        tied = np.flatnonzero(d == self.floor)
+        keep[tied[np.lexsort((tied, pos[tied]))][:MAX_ARG_CELLS]] = True
+        cuts = np.cumsum([0] + [len(x[1]) for x in self.found])
+        self.found = [(k, p[keep[a:b]], v[keep[a:b]], dd[keep[a:b]])
+                      for (k, p, v, dd), a, b in zip(self.found, cuts[:-1], cuts[1:])]
+        self.found = [x for x in self.found if len(x[1])]
         self.found = [x for x in self.found if len(x[1])]
         self.held = sum(len(x[1]) for x in self.found)
 
     def result(self, marks: list[dict[str, Any]] | None, highlight: list[str] | None) -> dict[str, Any]:
         t0, t1 = self.span if self.span is not None else (0, 1)
-        base, names = self.base, self.names
+        base = self.base
         # each column joined and its parts let go in turn (a job's columns are the most it holds)
         start, dur, name, partner, op = (np.concatenate(self.cols.pop(k)) if base else np.zeros(0, np.int64)
                                          for k in ("start", "dur", "name", "partner", "op"))
         start -= t0
         self._let_go()
         found = [(k, p, v) for k, p, v, _ in self.found]
-        tracks, note = self.tracks, ""
+        tracks, notes = self.tracks, []
         if base > MAX_EVENTS:
-            cut = int(np.sort(dur)[::-1][MAX_EVENTS - 1])
-            keep = dur > cut
-            note = (f"{int(base - keep.sum())} of {base} events shorter than {cut} ns are left out of the timeline "
-                    f"(it draws at most {MAX_EVENTS}); the tables count them all.")
+            keep, cut, tied, kept = _longest(dur, start, MAX_EVENTS)
+            notes.append(f"{base - MAX_EVENTS} of {base} events, each {cut} ns long or shorter, are left out of the "
+                         f"timeline (it draws at most {MAX_EVENTS}, the longest" +
+                         (f"; of the {tied} events {cut} ns long, {kept} spread over the span" if kept else "") +
+                         "); the tables count them all.")
             new = np.where(keep, np.cumsum(keep) - 1, -1)
             new = np.r_[new, -1]  # position -1 stays -1
             start, dur, name = start[keep], dur[keep], name[keep]
@@ -404,20 +451,52 @@ class _Timeline:
             for row in tracks:
                 row["lanes"] = sorted(set(bounds[np.asarray(row["lanes"])].tolist()))
             tracks = [row for row in tracks if len(row["lanes"]) > 1]
+        name, names, unsent = _sent_names(name, dur, list(self.names))
+        if unsent:
+            notes.append(f"The names of {unsent} events are not sent (the page holds at most {MAX_NAME_BYTES} bytes "
+                         "of names, those of the longest events); their details say so, and the tables name them.")
+        args = {**_args(found, dur, self.floor), "total": self.arg_total}
+        if args["cells"] < args["total"]:
+            notes.append(f"Arguments: {args['cells']} of {args['total']} (event, key) cells are sent, those of the "
+                         f"longest events; events {args['limit']} ns long or shorter may show none (their details say "
+                         "so).")
+        copies = sum(row["lanes"][-1] - row["lanes"][0] for row in tracks if row.get("copy"))
         q = max(int(np.gcd(np.gcd.reduce(start), np.gcd.reduce(dur))) if len(start) else 1, 1)
         blob, layout = _pack({"start": np.diff(start // q, prepend=0), "dur": dur // q, "name": name,
                               "partner": partner, "op": op})
         moved = [{**m, "start_ns": int(m["start_ns"]) - t0, "end_ns": int(m["end_ns"]) - t0} for m in marks or []]
         steps = [[a - t0, b - t0, k, label] for a, b, k, label in self.steps]
         counters = [{**c, "ts": [x - t0 for x in c["ts"]]} for c in self.counters]
-        hot = sorted(n for n in set(highlight or ()) if n in names)
+        hot = sorted(set(highlight or ()) & set(names))
         e0, e1 = self.events_span if self.events_span is not None else (t0, t0)
-        return {"t0": t0, "span_ns": int(max(t1 - t0, 1)), "events_span_ns": int(e1 - e0), "parts": self.parts,
-                "quantum": q, "events": int(len(start)), "hot": hot,
-                "names": list(names), "tracks": tracks, "blob": blob, "layout": layout,
-                "args": {**_args(found, dur, self.floor >= 0), "total": self.arg_total},
-                "counters": counters, "steps": steps, "marks": moved, "note": note,
+        # span_ns: at least 1 ns (the page divides by it); extent_ns: the true one (0 for one instant)
+        return {"t0": t0, "span_ns": int(max(t1 - t0, 1)), "extent_ns": int(t1 - t0),
+                "events_span_ns": int(e1 - e0), "parts": self.parts, "quantum": q, "events": int(len(start)),
+                "copies": int(copies), "hot": hot, "names": names, "tracks": tracks, "blob": blob, "layout": layout,
+                "args": args, "counters": counters, "steps": steps, "marks": moved, "note": " ".join(notes),
                 "open": np.unique(np.concatenate(self.open)).tolist() if self.open else []}
+
+
+def _sent_names(name: np.ndarray, dur: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str], int]:
+    """(each event's index into the names sent, those names, how many events' names are
+    not sent): the names of the events drawn (not of those left out), whole, up to
+    MAX_NAME_BYTES of JSON, those of the longest events first; past that, an event
+    points at LEFT_OUT_NAME, the last name sent."""
+    if not len(name):
+        return name, [], 0
+    used, inv = unique_inverse(name)
+    text = [names[k] for k in used.tolist()]
+    size = np.fromiter((len(x.encode("utf-8", "surrogatepass")) + 3 for x in text), np.int64, len(text))
+    if int(size.sum()) <= MAX_NAME_BYTES:
+        return inv, text, 0
+    longest = np.zeros(len(used), np.int64)
+    np.maximum.at(longest, inv, dur)
+    order = np.lexsort((used, -longest))  # the longest events' names first, then in the order first seen
+    sent = np.sort(order[np.cumsum(size[order]) <= MAX_NAME_BYTES - len(LEFT_OUT_NAME) - 3])
+    index = np.full(len(used), len(sent), np.int64)  # not sent: LEFT_OUT_NAME
+    index[sent] = np.arange(len(sent))
+    out = index[inv]
+    return out, [text[k] for k in sent.tolist()] + [LEFT_OUT_NAME], int((out == len(sent)).sum())
 
 
 def timeline_data(parts: Iterable[Part], marks: list[dict[str, Any]] | None = None,
