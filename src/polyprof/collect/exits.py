@@ -33,6 +33,16 @@ closed by then or close on exec).
   ``multiprocessing`` start other processes: the session goes on, nothing is wrapped for them.
 - Code that took ``from os import execv`` before the session started keeps the real one.
 
+A session started and never stopped (``polyprof.profile(...).start()`` with no ``stop()``)
+is stopped and saved at the interpreter's normal exit (:func:`_at_exit`, an ``atexit``
+hook, registered again at each first session so that it runs before the exit hooks its
+plugins registered when they started): the same stop and save as above, innermost first,
+``session.ended_by`` "atexit" and a warning in the trace, one line on fd 2 that says so
+and where the trace went. Before, nothing stopped it: only the crash journal was left,
+its last half second of sections lost, read back with a warning that asks whether the
+run was killed. A session without an output file is not stopped there (its trace could
+go nowhere); one line says it was lost.
+
 A fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) cannot be turned into a trace,
 but while a session with a crash journal runs, one line on fd 2 says where the journal
 is as the process dies (``_fastsection.fatal_note``: a C handler where the disposition
@@ -41,6 +51,7 @@ was the default one; the signal then takes its default action, so the status is 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -64,6 +75,8 @@ log = logging.getLogger(logs.LOGGER)
 NAMES = ("execv", "execve", "_exit")
 #: how long a stop and save started from another thread than the session's may take
 LIMIT_S = 60.0
+#: ``session.ended_by`` of a session stopped at the interpreter's exit (:func:`_at_exit`)
+AT_EXIT = "atexit"
 
 _real: dict[str, Callable[..., Any]] = {}  # os's functions as found when wrapping (put back at the end)
 _wrappers: dict[str, Callable[..., Any]] = {}
@@ -121,6 +134,8 @@ def _install() -> None:
         _real[name] = real
         _wrappers[name] = _wrapper(_WRAPS[name], real)
         setattr(os, name, _wrappers[name])
+    atexit.unregister(_at_exit)  # (once: each registration would be called)
+    atexit.register(_at_exit)  # after the hooks of what the plugins started: it runs before them
 
 
 def _wrapper(impl: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:
@@ -140,6 +155,14 @@ def _uninstall() -> None:
         if getattr(os, name, None) is wrapper:
             setattr(os, name, _real[name])
         del _wrappers[name]
+    atexit.unregister(_at_exit)
+
+
+def _at_exit() -> None:
+    """The interpreter exits normally with sessions still running in this process (a
+    ``start()`` never stopped): stop and save them, say so."""
+    if _running and os.getpid() == _pid and not _ending:
+        _end_all(AT_EXIT)
 
 
 def _execv(real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -241,7 +264,7 @@ def _end_all(call: str) -> list["Session"]:
             try:
                 _end_one(session, thread, call)
             except Exception as e:  # noqa: BLE001 - never into the program: it ends or execs now
-                _say(f"polyprof: error: the trace could not be written before {call}: {type(e).__name__}: {e}"
+                _say(f"polyprof: error: the trace could not be written{_before(call)}: {type(e).__name__}: {e}"
                      f"{journal_note(session.output)}")
     finally:
         _ending = False
@@ -256,25 +279,35 @@ def _end_one(session: "Session", thread: int, call: str) -> None:
         _say(f"polyprof: warning: {_what(call)}: the trace of its session is lost (it has no output "
              f"file; give it one to keep the trace)")
         return
+    before = _before(call)
     if thread == threading.get_ident():
         session.end_early(call)
     else:  # the session's thread may be anywhere (holding what the stop needs): bounded
         out = call_guarded(lambda: session.end_early(call), "polyprof-save-at-exit", LIMIT_S)
         if out.timed_out or out.error is not None:
             why = f"not written within {LIMIT_S:g} s" if out.timed_out else f"{type(out.error).__name__}: {out.error}"
-            _say(f"polyprof: error: the trace could not be written before {call} ({why}){journal_note(session.output)}")
+            _say(f"polyprof: error: the trace could not be written{before} ({why}){journal_note(session.output)}")
             return
     n = session.trace.n_events if session.trace is not None else 0
-    _say(written_line(session.written, n, lead=f"{_what(call)}: ", before=f" before {call}", output=session.output))
+    _say(written_line(session.written, n, lead=f"{_what(call)}: ", before=before, output=session.output))
 
 
 def ended_note(call: str) -> str:
     """The trace's warning for a session ended by ``call`` before its stop."""
+    if call == AT_EXIT:
+        return "the session was never stopped (start() with no stop()): polyprof stopped it at the interpreter's " \
+            "exit, after the program's code had ended; the trace ends there"
     return f"the program called {_what(call)}: the trace ends there, complete up to that call (what came after " \
         "is not in it)"
 
 
+def _before(call: str) -> str:
+    return " at the interpreter's exit" if call == AT_EXIT else f" before {call}"
+
+
 def _what(call: str) -> str:
+    if call == AT_EXIT:
+        return "a session was never stopped (start() with no stop()); stopped at the interpreter's exit"
     return f"{call} {'ends' if call.startswith('os._exit') else 'replaces'} the process"
 
 

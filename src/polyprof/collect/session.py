@@ -29,7 +29,7 @@ from ..lowlevel import fork
 from ..trace.core import Trace
 from ..trace.identity import hostname, identify, rank_from_env
 from ..trace.merge import merge
-from . import background, exits, journal, output as output_mod, signals
+from . import background, exits, journal, output as output_mod, profiled, signals, steps
 from .children import ChildrenCPU
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .guard import Kept, Outcome, call_guarded, call_here
@@ -190,7 +190,19 @@ class Session:
             if arm is not None:
                 arm()
         exits.track(self)  # an exec or os._exit in the program saves the trace first
+        self._resumes()
         return self
+
+    def _resumes(self) -> None:
+        """The program's code resumes now, every plugin started: step 0 begins here at the
+        earliest (collect/steps.py ``program_resumes``), not at the session's start, which
+        a plugin's start-up can put seconds earlier (torch.profiler's: 3.8 s before a first
+        step of 0.1 s). The trace's span and ``session.start_ns`` keep the session's start."""
+        from . import recorder  # loaded by the host plugin's start already
+
+        rec = recorder.active_recorder()
+        if rec is not None and rec.active:
+            steps.program_resumes(rec, now_ns())
 
     def _journal_path(self) -> Path | None:
         """Where this session's crash journal goes; a killed run's journal found there is
@@ -451,19 +463,10 @@ class Session:
         self.stop()
 
     def __call__(self, fn: F) -> F:
-        """Use as a decorator: each call is profiled; the last trace is ``fn.trace``."""
-
-        @functools.wraps(fn)
-        def wrapper(*args: object, **kwargs: object) -> object:
-            s = Session(settings=self.settings)  # every option, as given to profile()
-            try:
-                with s:
-                    return fn(*args, **kwargs)
-            finally:
-                wrapper.trace = s.trace  # type: ignore[attr-defined]
-
-        wrapper.trace = None  # type: ignore[attr-defined]
-        return wrapper  # type: ignore[return-value]
+        """Use as a decorator: each call is profiled (a coroutine's, a generator's over its
+        whole run: collect/profiled.py), in a session with every option given to
+        profile(); the last trace is ``fn.trace``."""
+        return profiled.wrap(functools.partial(Session, settings=self.settings), fn)
 
 
 def _start(plugin: Plugin, ctx: SessionContext) -> None:
@@ -502,8 +505,8 @@ def profile(plugins: Sequence[str | Plugin] | None = None, **options: object) ->
 
     ``with polyprof.profile() as prof: ...`` then ``prof.trace``; or
     ``@polyprof.profile(output="run.polyprof")`` (each call is profiled with every
-    option given here). The options are :class:`polyprof.collect.options.SessionOptions`'
-    fields, the same as ``polyprof run``'s flags and the ``POLYPROF_*`` environment
+    option given here; an ``async def``'s or a generator's over its whole run). The
+    options are :class:`polyprof.collect.options.SessionOptions`' fields, the same as ``polyprof run``'s flags and the ``POLYPROF_*`` environment
     variables (an option given here wins over the environment's):
     ``plugins`` (names or plugin objects; default every available one), ``output``,
     ``memory=True`` (every plugin records memory: torch allocations, OpenCL buffer and

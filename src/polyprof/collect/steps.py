@@ -25,30 +25,34 @@ program whose first call made step 0 of the set-up and gets one empty step at it
 iteration (its block's entry ends the step its plain call began), and plain calls after a
 loop of blocks begin merged into one step until the third call.
 
-Where step 0 begins. Plain calls: at the session's start (what runs before the first
-call is its step 0, as documented for ``polyprof.step()``). Blocks: at the first block's
-entry (:func:`first_start`): each block is a step, and what runs before the first is the
-program's set-up, no step of its loop (before, it was step 0: 3.8 s of imports and an
-OpenCL context against a first iteration of 1.1 s, and AUTO's window skipped it, not the
-first iteration, whose program build then read as "device idle 81%"). The set-up stays in
-the trace, in no step, before step 0. A session that starts inside a block (a capture of
-a running loop, ``polyprof.profile()`` entered in a step, or while another thread is in
-one) sees that block's exit first: step 0 is the step it began in, from the session's
-start to that exit, and the next block's time is step 1 (before, the next block's entry
-was taken as step 0's start, after the boundary that ends it: a negative step that made
-the host plugin fail and lose all its data). A block entered whose ``step()`` call came
-before the session started is the first block, step 0 from its entry. The schedule and torch's ``ProfilerStep#N`` count
-the same boundaries (``step_listeners``), so their step numbers stay the trace's (a
-schedule's step 0 still begins at the session's start: one that records it records the
-set-up too, outside the trace's steps). Steps
-*detected* in an unmodified program (an optimizer's ``step()``: plugins/torch/steps.py)
-mark only where each step ends, and under ``polyprof run`` the session starts before the
-script's imports: step 0 would hold ``import torch`` and all the set-up (3.6 s against a
-first iteration of 88 ms). So a plugin that detects steps says where the first step's
-work begins (:func:`work_begins`; the torch plugin: the first ``nn.Module`` call, else
-the end of ``import torch``), and detected step 0 runs from there (:func:`first_start`).
-The crash journal writes where step 0 begins as soon as it is known (a FIRST_STEP record,
-collect/journal.py), so a trace read back from a killed run's has the same steps.
+Where step 0 begins. Plain calls: where the program's code resumed once the session's
+plugins had started (:func:`program_resumes`: what the program runs before the first
+call is its step 0, as documented for ``polyprof.step()``; polyprof's own start-up is in
+the trace before it, in no step: before, step 0 held it, 3.8 s of torch.profiler's start
+against steps of 0.1 s). Blocks: at the first block's entry (:func:`first_start`): each
+block is a step, and what runs before the first is the program's set-up, no step of its
+loop (before, it was step 0: 3.8 s of imports and an OpenCL context against a first
+iteration of 1.1 s, and AUTO's window skipped it, not the first iteration, whose program
+build then read as "device idle 81%"). The set-up stays in the trace, in no step, before
+step 0. A session that starts inside a block (a capture of a running loop,
+``polyprof.profile()`` entered in a step, or while another thread is in one) sees that
+block's exit first: step 0 is the step it began in, from where the program resumed after
+the session's start to that exit, and the next block's time is step 1 (before, the next
+block's entry was taken as step 0's start, after the boundary that ends it: a negative
+step that made the host plugin fail and lose all its data). A block entered whose
+``step()`` call came before the session started is the first block, step 0 from its
+entry. The schedule and torch's ``ProfilerStep#N`` count the same boundaries
+(``step_listeners``), so their step numbers stay the trace's (a schedule's step 0 still
+begins at the session's start: one that records it records the set-up too, outside the
+trace's steps). Steps *detected* in an unmodified program (an optimizer's ``step()``:
+plugins/torch/steps.py) mark only where each step ends, and under ``polyprof run`` the
+session starts before the script's imports: step 0 would hold ``import torch`` and all
+the set-up (3.6 s against a first iteration of 88 ms). So a plugin that detects steps
+says where the first step's work begins (:func:`work_begins`; the torch plugin: the
+first ``nn.Module`` call, else the end of ``import torch``), and detected step 0 runs
+from there (:func:`first_start`). The crash journal writes where step 0 begins as soon
+as it is known (a FIRST_STEP record, collect/journal.py), so a trace read back from a
+killed run's has the same steps.
 """
 
 from __future__ import annotations
@@ -110,10 +114,11 @@ def on_enter(rec: StepState, t_ns: int) -> None:
     rec.step_call_open = False
     rec.step_absorbed = False
     rec.step_depth += 1
+    first_entry = not rec.step_forms & 2  # no block was entered or left before
     rec.step_forms |= 2
     if not rec.explicit_steps:  # its step() call came before the session started
         rec.explicit_steps = rec.step_first_block = True
-    if rec.step_first_block and rec.step_begin is None:
+    if rec.step_first_block and first_entry:
         rec.step_begin = t_ns
 
 
@@ -197,12 +202,23 @@ def work_begins(rec: StepState, t_ns: int) -> None:
         rec.auto_begin = t_ns
 
 
+def program_resumes(rec: StepState, t_ns: int) -> None:
+    """The session's plugins have started and the program's code resumes at ``t_ns``
+    (collect/session.py ``Session.start``): no step's work began before it, so step 0
+    begins there at the earliest, for plain calls and detected steps alike (a first
+    block's entry, a detected step's first forward, move it later)."""
+    if not rec.explicit_steps:
+        rec.step_begin = t_ns
+    work_begins(rec, t_ns)
+
+
 def first_start(rec: StepState, session_start_ns: int) -> int:
-    """Where step 0 begins: the session's start for plain calls, the first block's entry
-    for ``with polyprof.step():`` blocks (the session's start when the session began
-    inside a block: :func:`on_exit`), and, when the trace's steps are the detected ones,
-    where the first one's work began (:func:`work_begins`); never after the first
-    boundary, which ends step 0."""
+    """Where step 0 begins: where the program resumed after the session's start
+    (:func:`program_resumes`; the session's start if it was not said) for plain calls,
+    the first block's entry for ``with polyprof.step():`` blocks (where the program
+    resumed when the session began inside a block: :func:`on_exit`), and, when the
+    trace's steps are the detected ones, where the first one's work began
+    (:func:`work_begins`); never after the first boundary, which ends step 0."""
     begin = rec.step_begin if rec.explicit_steps else rec.auto_begin
     at = session_start_ns if begin is None else max(session_start_ns, begin)
     marks = rec.steps if rec.steps or rec.explicit_steps else rec.auto_steps

@@ -241,7 +241,8 @@ def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler 
     after it are kept, cut there (:func:`cut_late`), else dropped."""
     lo = since_ns if since_ns is not None else -(1 << 62)
     secs = list(r.sections)  # a copy: threads may append
-    # step 0 from the session's start, or where a detected first step's work began (collect/steps.py)
+    # step 0 from where the program resumed after the session's start, a first block's entry, or where a
+    # detected first step's work began (collect/steps.py first_start)
     h = hosttrace.HostRecords(start_ns=steps.first_start(r, start_ns), main_ident=threading.main_thread().ident,
                               steps=[t for t in list(rec_mod.used_steps(r)) if t >= lo])
     if secs:
