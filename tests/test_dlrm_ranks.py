@@ -48,7 +48,7 @@ def test_rank_7_is_the_straggler(traces):
     """The job's report: the straggler table counts all 8 collectives per rank and names
     rank 7 first (most waiting caused: over 30 ms of the job's 51 ms, most of it in the
     all-to-alls); rank 7 is last at 5 of the 8 collectives (HTA's count too), 2 of them
-    beyond twice the clocks' 133 µs bound (no other rank more). Before: 3 collectives per
+    beyond twice the clocks' 133 µs bound. Before: 3 collectives per
     rank, rank 4 first (4.99 ms), rank 7 third (855 µs)."""
     rep = polyprof.load_ranks(sorted(DLRM.glob("worker*.pt.trace.json.gz"))).analyze()
     st = rep.tables["stragglers"]
@@ -56,7 +56,10 @@ def test_rank_7_is_the_straggler(traces):
     caused = np.asarray(column(st, "caused_wait_ns"), np.int64)
     ranks = np.asarray(column(st, "rank"), np.int64)
     last = np.asarray(column(st, "last_count"), np.int64)
-    assert int(ranks[np.argmax(caused)]) == 7 and int(last[ranks == 7][0]) == last.max() >= 2
+    # (ranks 4 and 5 arrive within the clocks' bound of each other, last together at 3:
+    # they share those, ranks/stragglers.py; before, 1 and 2, the one a hair later charged)
+    assert int(ranks[np.argmax(caused)]) == 7 and int(last[ranks == 7][0]) >= 2
+    assert last[ranks == 4][0] == last[ranks == 5][0] == last.max() == 3
     seven = int(caused[ranks == 7][0])
     assert seven > 30_000_000 and seven > 0.6 * caused.sum() and seven > 3 * caused[ranks != 7].max()
     sc = rep.tables["straggler_collectives"]

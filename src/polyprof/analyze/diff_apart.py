@@ -102,7 +102,12 @@ def _apart(name: str, table: str, way: str, ma: np.ndarray, mb: np.ndarray, stra
     s = int(np.argmin(here))  # the last to arrive there
     gap = (here - here[s]) - (there - there[s])  # each rank's wait for s: how much longer than in the other run
     big = (np.abs(mb - ma) >= floors[1]) & (np.abs(mb - ma) >= floors[0] * ma)
-    waiting = big & (up > 0) & (gap >= floors[1]) & (gap >= floors[0] * ma) & (gap >= 0.5 * up)
+    # its wait there is itself beyond the floors (of its time in it): a rank ahead of the
+    # one that spends least by a difference within noise waited for nobody here (both may
+    # wait for a rank not compared: one only in B)
+    there_wait = here - here[s]
+    waiting = (big & (up > 0) & (gap >= floors[1]) & (gap >= floors[0] * ma) & (gap >= 0.5 * up)
+               & (there_wait >= floors[1]) & (there_wait >= floors[0] * here))
     if not waiting.any():
         return None
     u = int(np.argmax(np.where(waiting, gap, -np.inf)))

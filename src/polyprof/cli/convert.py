@@ -19,10 +19,6 @@ def register(sub: Subparsers) -> None:
     p.add_argument("inputs", nargs="+", metavar="IN",
                    help="the ranks: trace files (any format polyprof reads), a directory of them, or a store")
     p.add_argument("-o", "--output", required=True, help="the store directory to write")
-    p.add_argument("--rank-by", choices=("auto", "trace", "order"), default="auto",
-                   help="rank numbers from the traces (Kineto distributedInfo), from the order of the inputs, "
-                        "or auto (default): as `polyprof summary` numbers them: the traces', else the numbers in "
-                        "the file names, else the order")
     p.add_argument("--chunk-rows", type=positive, default=None,
                    help="events per Parquet row group; Kineto/Chrome JSON is streamed a chunk of this many events "
                         "at a time, a row group each (default 65536; memory about 1 KB per event of a chunk), "

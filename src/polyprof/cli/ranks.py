@@ -26,6 +26,16 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
                         "for trace files too small to be worth forking for, about 2 MiB in all on two cores; "
                         "-j 1: one rank in memory at a time, in this process); with --dask local, the number of "
                         "Dask workers (default 2)")
+    add_rank_by_arg(p)
+
+
+def add_rank_by_arg(p: argparse.ArgumentParser) -> None:
+    """``--rank-by``: how a job's ranks are numbered (``load_ranks(..., rank_by=)``), for
+    every command that reads a job (docs/ranks.md)."""
+    p.add_argument("--rank-by", choices=("auto", "trace", "order"), default="auto",
+                   help="rank numbers from the traces (Kineto distributedInfo), from the order of the inputs "
+                        "(a directory's: its file names in order), or auto (default): the traces', else the "
+                        "numbers in the file names, else the order")
 
 
 def add_rank_arg(p: argparse.ArgumentParser) -> None:
@@ -63,7 +73,7 @@ def analyze_ranks(args: argparse.Namespace) -> JobReport:
     from ..ranks.traceset import load_ranks
     from .common import window_from
 
-    ts = load_ranks(args.file)
+    ts = load_ranks(args.file, rank_by=getattr(args, "rank_by", "auto"))
     dask = getattr(args, "dask", None)
     ts.prefetch(dask)  # reading ranks while the analyses import (ranks/executor.py)
     return ts.analyze(dask, window=window_from(args), jobs=getattr(args, "jobs", None))

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         ref = ranks.ranks[0] if args.rank is None else args.rank
         if ref not in ranks.ranks:
             raise PolyprofError(f"--rank {ref}: the job has ranks {ranks.ranks}")
-        ts = load_ranks(args.file)
+        ts = load_ranks(args.file, rank_by=args.rank_by)
         trace = ts.load(ref)
         parts, marks = job_parts(ranks, ts.load, [(ref, trace)], window)
         highlight = collective_names(ranks)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,16 +22,17 @@ from ..analyze.finding import main_number
 from ..analyze.findings import SEVERITY_ORDER, Finding, by_severity
 from ..analyze.frames import column, frame
 from ..analyze.registry import per_event_tables
-from ..analyze.units import fmt_ns, number_ranges
+from ..analyze.units import number_ranges
 from ..analyze.table import Table
 from .align import align_ranks, alignment_table
 from ..analyze.collectives import collective_stats
 from ..formats.journal_layout import SUFFIX as JOURNAL_SUFFIX
 from .result import OVERVIEW_COLUMNS, RankResult
 from .stack import with_rank
-from .stragglers import chance_p, stragglers
+from .missing import missing_finding, missing_ranks
+from .straggler_findings import COUNT_P, COUNT_WAIT_PCT, straggler_finding  # noqa: F401 (the rules' constants, read here)
+from .stragglers import stragglers
 from .transfers import job_transfers
-from ..trace.sorting import median
 
 #: one rank's steps in its analysed window: (number, start_ns, end_ns), on its own clock
 StepBounds = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -61,13 +62,16 @@ class JobReport:
 def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_event_left: bool = True) -> JobReport:
     """The report of the ranks' ``results`` (by rank; ``info`` says which is which)."""
     ranks = sorted(results)
+    missing, world = missing_ranks({r: results[r].stated_job for r in ranks})
     job, job_findings = job_tables({r: results[r].collectives for r in ranks},
                                    {r: a for r in ranks if (a := results[r].anchor)},
                                    {r: results[r].session_clock for r in ranks},
                                    {r: int(results[r].overview_row[1]) for r in ranks},
                                    {r: int(results[r].overview.get("analysed_span_ns") or 0) for r in ranks},
                                    {r: step_bounds(results[r].tables.get("step_stats")) for r in ranks},
-                                   {r for r in ranks if _from_journal(results[r], info.get(r))})
+                                   {r for r in ranks if _from_journal(results[r], info.get(r))}, missing)
+    if missing or world:
+        job_findings.append(missing_finding(ranks, missing, world, job["stragglers"]))
     tables: dict[str, Any] = {"rank_overview": _overview_table(results, info), **job}
     # the job's own collective_stats and transfers (over every rank, both ends of a
     # transfer joined) stand for the ranks' tables of those names
@@ -86,6 +90,7 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
         "max_bound_ns": float(column(al, "bound_ns")[aligned].max())
         if aligned is not None and aligned.any() else None,
         "window": _windows(results),
+        **({"missing_ranks": missing} if missing else {}),
         "per_rank": {r: results[r].overview for r in ranks},
     }
     if per_event_left:
@@ -97,7 +102,8 @@ def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
                session: dict[int, bool], steps: dict[int, int] | None = None,
                windows: dict[int, int] | None = None,
                bounds: dict[int, StepBounds | None] | None = None,
-               journals: set[int] | None = None) -> tuple[dict[str, Any], list[Finding]]:
+               journals: set[int] | None = None,
+               missing: list[int] | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """What needs every rank at once, from each rank's small collective table: the clock
     alignment (from all collectives, else transfers), stragglers and collective
     statistics (from the collectives ``in_window``: never point-to-point transfers, whose
@@ -105,7 +111,8 @@ def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
     window, for the per-step figures), and the straggler findings (``windows``: each
     rank's analysed span, what the waiting a rank caused is a share of; ``bounds``: each
     rank's steps, :func:`step_bounds`, to say which steps a straggler's collectives were in;
-    ``journals``: the ranks read from a crash journal, whose collectives the kill lost)."""
+    ``journals``: the ranks read from a crash journal, whose collectives the kill lost;
+    ``missing``: ranks the traces name that were not given, ``ranks/missing.py``)."""
     clocks = align_ranks(coll, anchors, session)
     inside = {r: t[column(t, "in_window").astype(bool) & ~column(t, "p2p").astype(bool)] for r, t in coll.items()}
     per_rank, per_coll = stragglers(inside, clocks)
@@ -117,16 +124,39 @@ def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
         b = (bounds or {}).get(r)
         return _steps_of(inside.get(r), clocks.get(r), b), [] if b is None else b[0].tolist()
 
-    return tables, _straggler_findings(per_rank, per_coll, tables["rank_alignment"], windows or {}, steps_of,
-                                       journals)
+    align = tables["rank_alignment"]
+    bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
+    out = [_not_aligned_finding(bad, journals or set())] if len(bad) else []
+    hosts = {r: str(a["host"]) for r, a in anchors.items() if a.get("host")}
+    return tables, out + straggler_finding(per_rank, per_coll, windows or {}, steps_of, hosts, missing)
 
 
 def _windows(results: dict[int, RankResult]) -> str:
-    """The analysed window of the ranks: one line when they agree, else per rank."""
+    """The analysed window of the ranks: one line when they agree, else once per window,
+    with the ranks it holds for ("ranks 0-38: steps 1-5 of 0-5 (...); rank 39: ..."). A
+    note's own numbers (the warm-up step's time against the median's, in brackets) differ
+    from rank to rank and are left out where they would part ranks of the same window;
+    before, every rank's window was said with its note (60 of a 40-rank summary's lines)."""
     labels = {r: str(res.overview.get("window", "")) for r, res in results.items()}
     if len(set(labels.values())) <= 1:
         return next(iter(labels.values()), "")
-    return "; ".join(f"rank {r}: {w}" for r, w in sorted(labels.items()))
+    short = {r: _without_numbers(w) for r, w in labels.items()}
+    by: dict[str, list[int]] = {}
+    for r in sorted(labels):  # (per rank: a job's few hundred at most, not per event)
+        by.setdefault(short[r] if labels[r] != short[r] else labels[r], []).append(r)
+    return "; ".join(f"{_ranks(rs)}: {w}" for w, rs in by.items())
+
+
+def _without_numbers(label: str) -> str:
+    """A window's label without the numbers its note gives in brackets
+    ("(26.9 ms against 36.6 ms)", "(1.2 s, 40x the median step and ...)"): the window
+    itself ("steps 1-7 of 0-7") and the note's words kept."""
+    a = label.find(" (")
+    if a < 0:
+        return label
+    # (a pattern string: re compiles and caches it on first use)
+    note = re.sub(r" \([^()]*\d[^()]*\)", "", label[a + 2:])
+    return label[:a + 2] + note
 
 
 def _plane_kind(plane: str) -> str:
@@ -168,31 +198,6 @@ def _overview_table(results: dict[int, RankResult], info: dict[int, RankInfo]) -
     ranks = sorted(results)
     rows = [(r, info[r].label, info[r].how, *results[r].overview_row) for r in ranks]
     return frame({c: [row[i] for row in rows] for i, c in enumerate(OVERVIEW_COLUMNS)})
-
-
-#: a rank whose lateness cost the job at least this share of its rank time (every rank's
-#: analysed time together: the waiting it caused over all ranks' windows) is a straggler
-#: even if it came last at few collectives (a long delay in some steps only)...
-WAIT_SHARE_PCT = 20.0
-#: ... when that is at least this many times the waiting any other rank caused. (Two
-#: processes of a gloo DDP job on two cores, no delay: the one that happened to come last
-#: more often cost 12% of the job's time, 7x the other way; rank 1 sleeping 50 ms in 3 of
-#: 7 steps: 24%, 4x; PARAM's DLRM job, rank 7 late at its first all-to-all: 28%, 6x.)
-WAIT_RATIO = 2.0
-#: the count rule: the rank came last at more than halfway between 1/ranks and all of the
-#: collectives whose arrivals differ beyond the clocks' bounds, and so many lasts are
-#: beyond chance: the binomial tail (``stragglers.chance_p``) times the number of ranks
-#: (any rank could have been the one last most often) is at most this (a two-process
-#: gloo DDP job with no delay: last at 10 of 14, 0.18; with the warm-up step: rank 0 last
-#: at 3 of 4 (0.62), 5 of 6 (0.22): counts of a few steps that the 75% share alone named)...
-COUNT_P = 0.05
-#: ... and the waiting it caused is at least this share of the other ranks' analysed
-#: time: a rank last by a hair at every collective costs the others nothing worth a
-#: finding. (A rank 400 µs late at each all-reduce of 222 ms steps: 0.9%, named.)
-COUNT_WAIT_PCT = 0.5
-#: the steps named in a straggler finding: the fewest, most waiting first, that hold this
-#: share of the waiting it caused
-STEPS_SHARE = 0.8
 
 
 def step_bounds(step_stats: Any) -> StepBounds | None:
@@ -299,149 +304,3 @@ def _not_aligned_message(rows: list[tuple[int, str, str]]) -> str:
     return "; ".join(said + [f"{_ranks(rs)}: {h}" for h, rs in how.items()])
 
 
-def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows: dict[int, int] | None = None,
-                        steps_of: Callable[[int], tuple[dict[tuple[str, int], int], list[int]]] | None = None,
-                        journals: set[int] | None = None) -> list[Finding]:
-    """Ranks not aligned, and the straggler: the rank that came last at a clearly larger
-    share of the collectives than chance and cost the others some of their time
-    (:data:`COUNT_P`, :data:`COUNT_WAIT_PCT`), or whose lateness cost the others a large
-    share of their time (:data:`WAIT_SHARE_PCT`, :data:`WAIT_RATIO`) however few
-    collectives it came last at. ``windows``: each rank's analysed span; ``steps_of(rank)``:
-    the step of each of its collectives (:func:`_steps_of`) and its steps in the window."""
-    out = []
-    bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
-    if len(bad):
-        out.append(_not_aligned_finding(bad, journals or set()))
-    n = len(per_rank)
-    if n < 2 or not len(per_coll):
-        return out
-    significant = np.asarray(per_coll["spread_ns"] > 2 * per_coll["bound_ns"], bool)
-    total = int(significant.sum())
-    if not total:
-        return out
-    # the rank that came last most often, then caused the most waiting (the first such row)
-    at = int(np.lexsort((-np.asarray(per_rank["caused_wait_ns"], np.float64),
-                         -np.asarray(per_rank["last_count"], np.float64)))[0])
-    last = int(per_rank["last_count"][at])
-    expected = 1 / n
-    chance = min(1.0, n * chance_p(last, total, n))
-    caused_pct = _others_share(per_rank, at, windows or {})
-    by_count = (last >= 2 and last / total >= expected + 0.5 * (1 - expected) and chance <= COUNT_P
-                and (caused_pct is None or caused_pct >= COUNT_WAIT_PCT))
-    cost = _wait_cost(per_rank, per_coll, significant, windows or {})
-    if not by_count:
-        if cost is None or not cost["costly"]:
-            return out
-        at = cost["at"]
-    top = {c: per_rank[c][at] for c in per_rank.columns}
-    r = int(top["rank"])
-    if cost is not None and cost["rank"] != r:
-        cost = None  # the share is another rank's
-    mine = per_coll.take((_charged(per_coll) == r) & significant)
-    steps, window = steps_of(r) if steps_of is not None else ({}, [])
-    # how likely its count of lasts is by chance (for any rank), and its waiting's share
-    odds: dict[str, float] = {"chance_p": float(f"{min(1.0, n * chance_p(int(top['last_count']), total, n)):.3g}")}
-    if (pct := _others_share(per_rank, at, windows or {})) is not None:
-        odds["wait_share_pct"] = round(pct, 1)
-    out.append(_straggler(r, top, mine, total, len(per_coll), by_count, cost, steps, window, odds))
-    return out
-
-
-def _charged(per_coll: Table) -> np.ndarray:
-    """Per collective, the rank its waiting is charged to (``stragglers._held_by``: the
-    last rank, or the one it had waited for just before); the last rank in a table
-    without the column."""
-    return np.asarray(per_coll["held_by" if "held_by" in per_coll else "last_rank"], np.int64)
-
-
-def _others_share(per_rank: Table, at: int, windows: dict[int, int]) -> float | None:
-    """The waiting the rank of row ``at`` caused, as a share (%) of the other ranks'
-    analysed time (None: their windows are not known)."""
-    r = int(per_rank["rank"][at])
-    others = sum(int(windows.get(int(o), 0)) for o in np.asarray(per_rank["rank"], np.int64).tolist() if o != r)
-    return 100.0 * float(per_rank["caused_wait_ns"][at]) / others if others else None
-
-
-def _wait_cost(per_rank: Table, per_coll: Table, significant: np.ndarray,
-               windows: dict[int, int]) -> dict[str, Any] | None:
-    """The rank that caused the most waiting: that waiting's share of the job's rank time
-    and of the other ranks' time, the next rank's waiting caused, and whether that makes
-    it a straggler by itself (:data:`WAIT_SHARE_PCT`, :data:`WAIT_RATIO`, and most of its
-    waiting in collectives it came last at beyond the clocks' bounds)."""
-    caused = np.asarray(per_rank["caused_wait_ns"], np.float64)
-    ranks = np.asarray(per_rank["rank"], np.int64)
-    at = int(np.argmax(caused))
-    r = int(ranks[at])
-    others = sum(int(windows.get(int(o), 0)) for o in ranks if o != r)
-    job = others + int(windows.get(r, 0))
-    if not others or caused[at] <= 0:
-        return None
-    nxt = int(np.argmax(np.where(ranks == r, -np.inf, caused)))
-    last = _charged(per_coll) == r
-    wait = np.asarray(per_coll["wait_ns"], np.float64)
-    beyond = wait[last & significant].sum() >= 0.5 * wait[last].sum()
-    job_share = 100.0 * caused[at] / job
-    costly = bool(job_share >= WAIT_SHARE_PCT and caused[at] >= WAIT_RATIO * caused[nxt] and beyond
-                  and per_rank["last_count"][at] >= 1)
-    return {"at": at, "rank": r, "share_pct": 100.0 * caused[at] / others, "job_share_pct": job_share,
-            "window_ns": others, "next_rank": int(ranks[nxt]), "next_ns": int(caused[nxt]), "costly": costly}
-
-
-def _straggler(r: int, top: dict[str, Any], mine: Table, total: int, seen: int, by_count: bool,
-               cost: dict[str, Any] | None, steps: dict[tuple[str, int], int], window: list[int],
-               odds: dict[str, float]) -> Finding:
-    """The straggler finding of rank ``r`` (its ``stragglers`` row ``top``; ``mine``: the
-    collectives it came last at beyond the bounds, most waiting first; ``window``: the
-    steps analysed, not named as where the waiting was when they are all of it; ``odds``:
-    ``chance_p`` and ``wait_share_pct``, :func:`_straggler_findings`)."""
-    wait = int(top["caused_wait_ns"])  # per rank that waited, over time: concurrent buckets once
-    share = top["last_count"] / total
-    step = np.array([steps.get((str(k), int(q)), -1) for k, q in zip(mine["key"].tolist(), mine["seq"].tolist())],
-                    np.int64)
-    held = _main_steps(step, np.asarray(mine["wait_ns"], np.float64))
-    evidence = {"rank": r, "last_count": int(top["last_count"]), "collectives": total,
-                "share_pct": round(100 * share, 1), "caused_wait_ns": wait, "late_ns": int(top["late_ns"]),
-                "median_spread_ns": median(mine["spread_ns"]), "alignment_bound_ns": float(top["bound_ns"]), **odds}
-    if cost is not None:
-        evidence.update(wait_share_pct=round(cost["share_pct"], 1), job_share_pct=round(cost["job_share_pct"], 1),
-                        others_window_ns=cost["window_ns"], next_rank=cost["next_rank"],
-                        next_caused_wait_ns=cost["next_ns"])
-    if held:
-        evidence["steps"] = held
-    where = f", mostly in step{'s' if len(held) > 1 else ''} {number_ranges(held)}" \
-        if held and set(held) != set(window) else ""
-    if by_count:
-        of = f" ({odds['wait_share_pct']:.1f}% of their analysed time)" if "wait_share_pct" in odds else ""
-        title = (f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives "
-                 f"whose arrivals differ beyond the clocks' bounds (of {seen}); the others waited {fmt_ns(wait)} "
-                 f"for it{of}{where}")
-        severity = "high" if share >= 0.9 else "medium"
-    else:
-        assert cost is not None
-        than = (f"{wait / cost['next_ns']:.1f}x what rank {cost['next_rank']} caused" if cost["next_ns"]
-                else "no other rank held anyone up")
-        title = (f"rank {r} is the straggler: the others waited {fmt_ns(wait)} for it ({cost['share_pct']:.0f}% "
-                 f"of their analysed time, {cost['job_share_pct']:.0f}% of the job's; {than}){where}; last to "
-                 f"arrive at {int(top['last_count'])} of {total} collectives whose arrivals differ beyond the "
-                 f"clocks' bounds (of {seen})")
-        severity = "high" if cost["job_share_pct"] >= 2 * WAIT_SHARE_PCT else "medium"
-    events = [{"name": f"{k} #{q}", "last_rank": r, "spread_ns": int(sp), **({"step": int(s)} if s >= 0 else {})}
-              for k, q, sp, s in zip(mine["key"].tolist()[:5], mine["seq"].tolist()[:5],
-                                     mine["spread_ns"].tolist()[:5], step[:5].tolist())]
-    return Finding("straggler", title, severity, "", evidence, events,
-                   f"Look at what rank {r} does before its collectives{' in those steps' if where else ''} (data "
-                   "loading, host work, a slower device, uneven work per rank): the other ranks idle in every "
-                   "collective until it arrives.")
-
-
-def _main_steps(step: np.ndarray, wait: np.ndarray) -> list[int]:
-    """The fewest steps, most waiting first, that hold :data:`STEPS_SHARE` of ``wait``
-    (per collective, by the step it began in; -1: not known), in order."""
-    known = step >= 0
-    if not known.any() or wait.sum() <= 0:
-        return []
-    numbers, where = np.unique(step[known], return_inverse=True)
-    per = np.bincount(where, weights=wait[known])
-    order = np.argsort(-per, kind="stable")
-    take = int(np.searchsorted(np.cumsum(per[order]), STEPS_SHARE * wait.sum() - 1e-6)) + 1
-    return sorted(int(x) for x in numbers[order[:take]])

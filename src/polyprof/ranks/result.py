@@ -44,6 +44,9 @@ class RankResult(NamedTuple):
     anchor: dict[str, Any] | None
     session_clock: bool  # its times are its session's own clock, not the wall clock (anchor_of)
     overview_row: tuple  # this rank's numbers in the job's rank_overview (OVERVIEW_COLUMNS[3:])
+    #: what its trace says of the job's ranks (:func:`stated_job`; kept out of the overview,
+    #: which is the rank's own summary's)
+    stated_job: dict[str, Any] | None = None
 
 
 def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: Any = AUTO) -> RankResult:
@@ -69,7 +72,32 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
     coll = rank_collectives(trace, rep.trace)
     return RankResult(rep.tables, rep.findings, rep.overview, coll, *anchor_of(trace),
                       overview_row(rep.tables, coll, trace.n_events, rep.overview.get("analysed_span_ns", 0),
-                                   rep.overview.get("analysed_span_start_ns")))
+                                   rep.overview.get("analysed_span_start_ns")), stated_job(trace.metadata))
+
+
+def stated_job(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """What a trace's ``metadata`` says of its job's ranks (Kineto's ``distributedInfo``): its
+    ``world_size``, else the global ranks of the process groups it lists (``pg_config``:
+    within the world, so not kept beside it: a rank's list would grow with the job); None
+    where it says neither. The job compares them with the ranks found
+    (``ranks/report.py``: a rank file not given)."""
+    info = metadata.get(mkeys.DISTRIBUTED_INFO)
+    if not isinstance(info, dict):  # (torch's recordings keep it under the torch key: process_groups.py)
+        torch_md = metadata.get(mkeys.TORCH)
+        info = torch_md.get(mkeys.DISTRIBUTED_INFO) if isinstance(torch_md, dict) else None
+    if not isinstance(info, dict):
+        return None
+    out: dict[str, Any] = {}
+    world = info.get("world_size")
+    if isinstance(world, int) and not isinstance(world, bool) and world > 0:
+        out["world_size"] = world
+    groups = info.get("pg_config") if not out else None
+    lists = [g["ranks"] for g in (groups if isinstance(groups, list) else [])
+             if isinstance(g, dict) and isinstance(g.get("ranks"), list)]
+    members = sorted({r for rs in lists for r in rs if isinstance(r, int) and not isinstance(r, bool) and r >= 0})
+    if members:
+        out["group_ranks"] = members
+    return out or None
 
 
 def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:

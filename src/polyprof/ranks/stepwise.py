@@ -43,7 +43,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from . import fits
 from .sources import RankEntry, StoreRank
-from .result import RankResult, anchor_of, overview_row, rank_collectives
+from .result import RankResult, anchor_of, overview_row, rank_collectives, stated_job
 from . import window_findings as wf
 from . import window_memory, window_reduce
 from . import window_values as values
@@ -272,7 +272,7 @@ class _Gathered:
         shell = wf.shell(empty, (int(s0), int(s1)), (t0, t1), selected, self.unsynced, self.on_device)
         findings = wf.rank_findings(shell, tables, self.found, self.unsynced, self.holders)
         return RankResult(tables, findings, overview, collectives, *anchor_of(shell),
-                          overview_row(tables, collectives, n, t1 - t0, t0))
+                          overview_row(tables, collectives, n, t1 - t0, t0), stated_job(meta))
 
 
 def _joined(steps: list[Steps], skip: int) -> Steps:

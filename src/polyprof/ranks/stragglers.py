@@ -13,6 +13,10 @@ waits (``last - arrival_r`` from its arrival), so collectives in flight at once 
 buckets) count their common time once and no rank waits longer than its window. Differences smaller than
 the two ranks' alignment bounds cannot be told apart from clock error: ``last_count``
 counts only the collectives where the last rank came later than the bound allows.
+Ranks that arrived within the clocks' bound of the last one, at a collective whose
+spread is beyond it, cannot be told apart: they share it (``late_ranks``), each counted
+last at it and charged the waits of the ranks that came before (two ranks sleeping the
+same 30 ms before an all-reduce: before, the one a hair later took the whole charge).
 :func:`chance_p` says how likely a count of lasts is when no rank is late.
 """
 
@@ -28,8 +32,8 @@ from ..trace.factorize import factorize
 from .align import RankClock
 
 RANK_COLUMNS = ["rank", "late_ns", "last_count", "caused_wait_ns", "waited_ns", "collectives", "bound_ns"]
-EVENT_COLUMNS = ["key", "seq", "op", "ranks", "first_rank", "last_rank", "held_by", "spread_ns", "wait_ns",
-                 "bound_ns"]
+EVENT_COLUMNS = ["key", "seq", "op", "ranks", "first_rank", "last_rank", "held_by", "late_ranks", "spread_ns",
+                 "wait_ns", "bound_ns"]
 
 
 def arrivals(tables: dict[int, Table], clocks: dict[int, RankClock]) -> Table:
@@ -85,26 +89,69 @@ def stragglers(tables: dict[int, Table], clocks: dict[int, RankClock]) -> tuple[
     np.minimum.at(last_row, group[arr == last[group]], rows[arr == last[group]])
     wait_ns = np.bincount(group, weights=wait, minlength=n).astype(wait.dtype)
     held = _held_by(group, rank, arr, np.asarray(a["end_ns"], arr.dtype), wait, last_row, last, bound)
+    significant = (last - first) > 2 * bound
+    charged, shared = _late_rows(group, rank, arr, wait, last, bound, held, significant, rank[last_row])
     by = np.argsort(last_row, kind="stable")  # collectives in the order their last arrival comes
     ev = frame({"key": np.asarray(a["key"], object)[last_row[by]], "seq": np.asarray(a["seq"], np.int64)[last_row[by]],
                 "op": np.asarray(a["op"], object)[last_row[by]], "ranks": np.bincount(group, minlength=n)[by],
                 "first_rank": rank[first_row[by]], "last_rank": rank[last_row[by]], "held_by": held[by],
+                "late_ranks": _late_names(group, rank, charged, shared, held)[by],
                 "spread_ns": (last - first)[by].astype(np.int64), "wait_ns": wait_ns[by], "bound_ns": bound[by]})
-    significant = ev["spread_ns"] > 2 * ev["bound_ns"]
-    lr = ev["held_by"]
     rows_of: list[tuple] = []
     for r in ranks:
         mine = rank == r
-        sig_last = lr == r
+        # the collectives charged to it: it shared them (late with others), or it holds them alone
+        its = np.zeros(n, bool)
+        its[group[charged & mine]] = True
+        its |= ~shared & (held == r)
         # the waits it caused: per rank that waited for it, the union over time of those waits
-        caused = (held[group] == r) & (rank != r)
+        caused = its[group] & ~charged
         caused_ns = sum(union_len(arr[caused & (rank == o)], (arr + wait)[caused & (rank == o)])
                         for o in unique(rank[caused]).tolist())
-        rows_of.append((int(r), int(late[mine].sum()), int((sig_last & significant).sum()), int(caused_ns),
+        rows_of.append((int(r), int(late[mine].sum()), int((its & significant).sum()), int(caused_ns),
                         union_len(arr[mine], (arr + wait)[mine]), int(mine.sum()),
                         float(bound[group[mine]].max()) if mine.any() else float("nan")))
     rank_df = frame({c: [row[i] for row in rows_of] for i, c in enumerate(RANK_COLUMNS)})
     return rank_df, ev.sort_by("wait_ns", descending=True).select(EVENT_COLUMNS)
+
+
+def _late_rows(group: np.ndarray, rank: np.ndarray, arr: np.ndarray, wait: np.ndarray, last: np.ndarray,
+               bound: np.ndarray, held: np.ndarray, significant: np.ndarray,
+               last_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per arrival, whether its rank is charged with its collective; per collective,
+    whether it is shared). A collective whose spread is beyond the clocks' bound and
+    whose waiting :func:`_held_by` left with its last rank is shared by every rank that
+    arrived within the bound of the last (their order cannot be told from clock error),
+    but one that waited in its collective before (beyond twice the bound): late here
+    because it was held there (a gloo broadcast's receiver relaying through the late
+    rank reaches the next all-reduce with it); any other is charged to its ``held``
+    rank alone."""
+    shared = significant & (held == last_rank)
+    slack = 2 * np.nan_to_num(bound, nan=0.0)[group]
+    order = np.lexsort((arr, rank))  # each rank's collectives in the order it reached them
+    prev = np.full(len(arr), -1, np.int64)
+    same = rank[order[1:]] == rank[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    held_before = (prev >= 0) & (wait[np.maximum(prev, 0)] > slack) & (rank != last_rank[group])
+    within = (last[group] - arr <= np.nan_to_num(bound, nan=0.0)[group]) & ~held_before
+    charged = np.where(shared[group], within, rank == held[group])
+    return charged, shared
+
+
+def _late_names(group: np.ndarray, rank: np.ndarray, charged: np.ndarray, shared: np.ndarray,
+                held: np.ndarray) -> np.ndarray:
+    """Per collective, the ranks charged with it (``"2,3"``; the ``held`` rank alone
+    where it is not shared), a string (one per collective, not per arrival)."""
+    out = held.astype(str).astype(object)
+    rows = np.flatnonzero(charged & shared[group])
+    if not len(rows):
+        return out
+    rows = rows[np.lexsort((rank[rows], group[rows]))]
+    g = group[rows]
+    cuts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    for c, part in zip(g[cuts].tolist(), np.split(rank[rows], cuts[1:])):  # per shared collective
+        out[c] = ",".join(map(str, part.tolist()))
+    return out
 
 
 def _waits(arrival: np.ndarray, end: np.ndarray, last: np.ndarray, bound: np.ndarray) -> np.ndarray:
@@ -209,11 +256,12 @@ def _collectives(key: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:
     return group, int(new.sum())
 
 
-def chance_p(count: int, total: int, ranks: int) -> float:
+def chance_p(count: int, total: int, ranks: float) -> float:
     """The chance that a given rank comes last at ``count`` or more of ``total``
     collectives when every one of ``ranks`` ranks is as likely to come last at each: the
     one-sided binomial tail P[X >= count], X ~ B(total, 1/ranks) (exact, from the
-    log-probabilities summed over ``total`` terms at most)."""
+    log-probabilities summed over ``total`` terms at most). ``ranks`` may be a fraction:
+    the number of groups of ranks late together, each as likely."""
     if count <= 0 or ranks < 2:
         return 1.0
     if count > total:
