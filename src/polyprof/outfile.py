@@ -78,6 +78,9 @@ def replacing(path: str | Path, force: bool = False,
         if isinstance(e, OSError):
             raise OutputError(f"cannot write {path}: {e.strerror or e} (any previous file there is unchanged)") \
                 from None
+        if isinstance(e, MemoryError):  # the writer's own memory, not the file: said so
+            raise OutputError(f"not enough memory to write {path}: {e or 'MemoryError'} (any previous file there "
+                              "is unchanged)") from None
         if isinstance(e, OutputError) or not isinstance(e, Exception) or type(e).__module__.startswith("polyprof"):
             raise
         raise OutputError(f"cannot write {path}: {type(e).__name__}: {e} (any previous file there is unchanged)") \

@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     job_path = None
     from .memory_check import check_memory  # (light: imports fits only for a JSON trace or a store)
 
-    check_memory("export", [args.file], rank=args.rank)
     fmt = by_name(args.format) if args.format else (for_output(args.output) or by_name("chrome"))
+    check_memory(f"export:{fmt.name}", [args.file], rank=args.rank)  # (its need is the format's)
     if is_job(args.file, args.rank) and args.rank is None and fmt.name in PER_RANK + ONE_HOST:
         return export_ranks(args, fmt.name)
     if is_job(args.file, args.rank) and args.rank is None:

@@ -78,7 +78,7 @@ def check_job(command: str, files: list[str], rank: int | None = None, jobs: int
     sources = resolve(files if len(files) > 1 else files[0])
     ranks = [a.rank for a in assign_ranks(sources)]
     each = [_source_need(s, "summary") for s in sources]
-    if command == "export" or rank is not None:
+    if command.startswith("export") or rank is not None:
         picked = [s for s, r in zip(sources, ranks) if rank is None or r == rank]
         need = fits.BASE_BYTES + sum(_source_need(s, command) - fits.BASE_BYTES for s in picked)
     else:
@@ -88,7 +88,7 @@ def check_job(command: str, files: list[str], rank: int | None = None, jobs: int
             ref = sources[ranks.index(min(ranks))]
             need = max(need, _source_need(ref, "report") + max(each) - fits.BASE_BYTES)
     what = files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more"
-    fits.check_fits(f"{what} ({len(sources)} ranks, polyprof {command.replace('-json', ' --json')})", need,
+    fits.check_fits(f"{what} ({len(sources)} ranks, polyprof {fits.command_label(command)})", need,
                     "analyse fewer ranks at once (-j 1), convert them to a store (polyprof convert), which is "
                     "read rank by rank, or analyse them on a machine with more memory")
 

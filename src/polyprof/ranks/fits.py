@@ -30,10 +30,18 @@ from ..errors import PolyprofError
 
 #: what the interpreter, NumPy, pyarrow and the analyses' code take before any trace
 BASE_BYTES = 150 << 20
+#: ``export``'s memory per byte of Kineto / Chrome JSON by the format written (the command
+#: ``export:FORMAT``): the measured peaks less :data:`BASE_BYTES` over the text grow with
+#: the trace (xspace 6.3 at 1M events, 7.2 at 2M): above the largest, by 10% or more
+#: (docs/reliability.md, "Memory")
+EXPORT_FACTORS = {"chrome": 7.0, "kineto": 7.5, "xspace": 8.0, "tensorboard": 8.0, "perfetto": 1.6,
+                  "polyprof": 1.5, "parquet": 2.5}
 #: memory per byte of Kineto / Chrome JSON read whole, by command (``summary-json``:
-#: ``summary --json``; ``diff``: per byte of all its inputs together), each the largest of
-#: the measured peaks less :data:`BASE_BYTES` over the text, rounded up (docs/reliability.md)
-JSON_FACTORS = {"summary": 1.0, "summary-json": 2.5, "report": 2.6, "export": 5.6, "diff": 0.25}
+#: ``summary --json``; ``diff``: per byte of all its inputs together; ``export``, its format
+#: not known: the largest of :data:`EXPORT_FACTORS`), each the largest of the measured
+#: peaks less :data:`BASE_BYTES` over the text, rounded up (docs/reliability.md)
+JSON_FACTORS = {"summary": 1.0, "summary-json": 2.5, "report": 2.6, "export": max(EXPORT_FACTORS.values()),
+                "diff": 0.25, **{f"export:{fmt}": f for fmt, f in EXPORT_FACTORS.items()}}
 #: the ``summary`` text's factor, for callers that name no command
 JSON_FACTOR = JSON_FACTORS["summary"]
 #: what ``summary`` (text, ``--json``) and ``report`` need per thing a JSON trace holds
@@ -83,10 +91,11 @@ def available_bytes() -> int:
     """The memory this process may still use: ``POLYPROF_MEMORY_AVAILABLE`` (MiB) where
     set; else its memory cgroup's limit less its usage, the cgroup's inactive page cache
     counted as free (the kernel reclaims it before it kills: cgroup v2, else v1), capped
-    by the system's MemAvailable (which counts reclaimable cache as available too)."""
+    by the system's MemAvailable (which counts reclaimable cache as available too) and
+    by what ``ulimit -v`` leaves it (:func:`_address_space_left`)."""
     if os.environ.get("POLYPROF_MEMORY_AVAILABLE", "").strip():
         return int(envvars.number("POLYPROF_MEMORY_AVAILABLE", 0, "MiB", zero=True, most=1 << 40) * (1 << 20))
-    avail = _meminfo_available()
+    avail = min(_meminfo_available(), _address_space_left())
     for limit, usage, stat in _cgroup_files():
         try:
             lim = Path(limit).read_text().strip()
@@ -115,6 +124,24 @@ def _reclaimable(stat: str) -> int:
             except ValueError:
                 continue
     return found.get("total_inactive_file", found.get("inactive_file", 0))
+
+
+def _address_space_left() -> int:
+    """What the address-space limit (``ulimit -v``, RLIMIT_AS) leaves this process: the
+    limit less its address space now (``VmSize``), where a limit is set. Its allocations
+    fail there (a MemoryError half way) before memory runs out."""
+    import resource  # only here: the limit is read once a command's memory is checked
+
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return _UNLIMITED
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return max(soft - (int(line.split()[1]) << 10), 0)
+    except (OSError, ValueError, IndexError):
+        pass
+    return soft
 
 
 def _meminfo_available() -> int:
@@ -377,8 +404,18 @@ def shape_need(shape: JsonShape, command: str = "summary") -> int:
 
 
 def store_need(events: int, command: str = "summary") -> int:
-    """What ``command`` needs to read ``events`` events of a store whole."""
+    """What ``command`` needs to read ``events`` events of a store whole (``export:FORMAT``:
+    the measured chrome export's need, scaled by :data:`EXPORT_FACTORS` where that
+    format needs more than chrome; no less than it for any)."""
+    if command.startswith("export:"):
+        scale = max(JSON_FACTORS.get(command, JSON_FACTORS["export"]) / EXPORT_FACTORS["chrome"], 1.0)
+        return BASE_BYTES + int(STORE_FACTORS["export"] * scale) * events
     return BASE_BYTES + STORE_FACTORS.get(command, max(STORE_FACTORS.values())) * events
+
+
+def command_label(command: str) -> str:
+    """How a refusal names ``command``: ``summary --json``, ``export -f xspace``."""
+    return command.replace("-json", " --json").replace("export:", "export -f ")
 
 
 _FILE_HINT = ("convert it to a store first (polyprof convert {p} -o STORE streams it in chunks); polyprof summary "
@@ -391,14 +428,14 @@ def check_file(path: str | Path, command: str = "summary") -> None:
     p = Path(path)
     shape = json_shape(p)
     how = f", {shape.how}" if shape.how else ""
-    check_fits(f"{p} (polyprof {command.replace('-json', ' --json')}{how})", shape_need(shape, command),
+    check_fits(f"{p} (polyprof {command_label(command)}{how})", shape_need(shape, command),
                _FILE_HINT.format(p=p))
 
 
 def check_store_rank(store: str | Path, rank: int, events: int, command: str = "summary") -> None:
     """A store's rank of ``events`` events to be read back whole and analysed (a rank
     summarised window by window, ranks/stepwise.py, keeps to the memory bound instead)."""
-    check_fits(f"{store}: rank {rank} ({events:,} events, polyprof {command.replace('-json', ' --json')})",
+    check_fits(f"{store}: rank {rank} ({events:,} events, polyprof {command_label(command)})",
                store_need(events, command),
                "query it with polyprof sql STORE, which is memory-limited, or analyse it on a machine with more memory")
 

@@ -407,11 +407,26 @@ def _all_text(arr: np.ndarray) -> bool:
 
 
 def _to_text(v: Any) -> str:
-    if isinstance(v, (list, tuple, dict)):
-        import orjson
+    """A value's text: a list's or dict's JSON (orjson's; where orjson refuses it, an int
+    beyond 64 bits, a key that is no string, an object inside, the standard library's with
+    ``str`` for what it cannot write, as collect/journal.py's ``_text``), else ``str``:
+    one odd value never fails the column it is in (a plugin's whole data with it)."""
+    try:
+        if isinstance(v, (list, tuple, dict)):
+            import orjson  # only for a container value: most columns hold none
 
-        return orjson.dumps(v, option=orjson.OPT_SERIALIZE_NUMPY).decode()
-    return str(v)
+            try:
+                return orjson.dumps(v, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+            except TypeError:
+                import json  # only for the rare value orjson refuses
+
+                return json.dumps(v, default=str)
+        return str(v)
+    except Exception:  # a key json refuses too (a tuple), deep nesting, a cycle: Python's text
+        try:
+            return str(v)
+        except Exception:  # a __str__ that fails: its type alone
+            return f"<{type(v).__name__}>"
 
 
 class TextCodes:

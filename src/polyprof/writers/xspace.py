@@ -274,14 +274,17 @@ class _PlaneLines:
             uniq_new, at = np.unique(new, return_index=True)
             for code in uniq_new[np.argsort(at)].tolist():  # ids in order of first use
                 self.sid[code] = pw.stat_id(ws.keys[code])
-        kind, ints, objs = ws.kind[idx], ws.ints[idx], ws.objs[idx]
-        refs = np.flatnonzero(kind == 6)
-        if len(refs):
-            ints = ints.copy()
-            ints[refs] = [pw.ref_id(v) for v in objs[refs].tolist()]
-        strs = objs[(kind == 4) | (kind == 5)].tolist()
+        kind, vals = ws.kind[idx], ws.vals[idx]
+        ints = vals  # (a double's bits where kind is 1: read as dbls)
+        with_obj = kind >= 4
+        objs = ws.objs[np.searchsorted(ws.obj_at, idx[with_obj])] if with_obj.any() else ws.objs[:0]
+        obj_kind = kind[with_obj]
+        if (obj_kind == 6).any():
+            ints = vals.copy()
+            ints[kind == 6] = [pw.ref_id(v) for v in objs[obj_kind == 6].tolist()]
+        strs = objs[(obj_kind == 4) | (obj_kind == 5)].tolist()
         data = encode_events(mids[inv.reshape(-1)], (starts - base) * 1000, durs * 1000, counts, self.sid[codes],
-                             kind, ints, ws.dbls[idx], strs, compiled=plan.compiled)
+                             kind, ints, vals.view(np.float64), strs, compiled=plan.compiled)
         xl.MergeFromString(data)
 
     def _metadata_stats(self, rows: np.ndarray, first: np.ndarray, mids: np.ndarray) -> None:
