@@ -31,8 +31,10 @@ def write_json(doc: Any, path: str | Path) -> Path:
         data = orjson.dumps(doc, default=_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError as e:  # values read from elsewhere: nesting beyond 254, ints beyond 64 bits
         raise PolyprofError(f"{path}: the trace holds values JSON cannot hold ({e})") from None
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "wb", compresslevel=5) as f:
+    if path.name.lower().endswith(".gz"):  # (T.JSON.GZ too, as the writers' registry reads names)
+        # no file name in the gzip header: ``path`` may be a temporary file renamed after
+        # (outfile.replacing), whose name ``gunzip -N`` would restore
+        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", compresslevel=5, fileobj=raw) as f:
             f.write(data)
     else:
         path.write_bytes(data)

@@ -40,7 +40,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import TraceFormatError, one_line
+from ..errors import PolyprofError, TraceFormatError, one_line
 from ..trace.builder import TraceBuilder
 from ..trace.core import COUNTER_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
@@ -61,7 +61,7 @@ def write(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
     table = trace.to_arrow()
     meta = dict(table.schema.metadata or {})
-    meta[b"polyprof"] = orjson.dumps(trace.metadata, default=str, option=orjson.OPT_NON_STR_KEYS)
+    meta[b"polyprof"] = _metadata_json(trace.metadata)
     names = table.column_names[len(_FIXED):]
     layout = {"version": 1,
               "sources": [dataclasses.asdict(s) for s in trace.sources],
@@ -85,6 +85,22 @@ def write(trace: Trace, path: str | Path) -> Path:
         if add_to_footer:
             w.add_key_value_metadata(footer)
     return path
+
+
+def _metadata_json(metadata: dict[str, Any]) -> bytes:
+    """The trace's metadata as JSON, what JSON cannot hold as text (``str``): orjson's,
+    else, where orjson refuses a value even with a default (an int beyond 64 bits, which
+    the native file keeps), the standard library's (before: the export failed with a
+    TypeError and ``run -o t.parquet`` fell back to the archive)."""
+    try:
+        return orjson.dumps(metadata, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        import json  # only for the rare metadata orjson refuses
+
+        try:
+            return json.dumps(metadata, default=str).encode()
+        except (RecursionError, ValueError, TypeError) as e:
+            raise PolyprofError(f"the trace's metadata cannot be saved as JSON ({e})") from None
 
 
 def _ipc(table: pa.Table) -> bytes:

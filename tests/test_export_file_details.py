@@ -1,0 +1,48 @@
+"""Details of exported files that users trip over: a gzip header that named polyprof's
+temporary file (``gunzip -N`` restored ``.polyprof-wxt_qy1o-o1.json``), an upper-case
+``.JSON.GZ`` written as plain JSON, and a Parquet export that failed on metadata with an
+int beyond 64 bits (which the native file keeps)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import polyprof
+
+_PROGRAM = """
+import polyprof
+with polyprof.profile(output="t.polyprof", plugins=["host"]):
+    with polyprof.section("work"):
+        sum(range(1000))
+"""
+
+
+def _trace(tmp_path):
+    subprocess.run([sys.executable, "-c", _PROGRAM], cwd=tmp_path, check=True, timeout=120)
+    return polyprof.load(tmp_path / "t.polyprof")
+
+
+def test_gzip_exports_name_no_file_and_upper_case_endings_are_gzipped(tmp_path):
+    t = _trace(tmp_path)
+    for name in ("t.json.gz", "T.JSON.GZ"):
+        out = tmp_path / name
+        p = subprocess.run([sys.executable, "-m", "polyprof", "export", str(tmp_path / "t.polyprof"), "-o", str(out)],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        head = out.read_bytes()[:4]
+        assert head[:2] == b"\x1f\x8b", (name, head)
+        assert not head[3] & 0x08, f"{name}: the gzip header names a file"  # FNAME flag
+        assert [e["name"] for e in json.loads(gzip.open(out).read())["traceEvents"] if e["name"] == "work"]
+    assert t.n_events
+
+
+def test_parquet_export_keeps_metadata_json_cannot_hold_as_is(tmp_path):
+    t = _trace(tmp_path)
+    t.metadata["odd"] = 2**70
+    out = polyprof.export(t, tmp_path / "t.parquet")
+    back = polyprof.load(out)
+    assert float(back.metadata["odd"]) == float(2**70)
+    assert back.n_events == t.n_events
