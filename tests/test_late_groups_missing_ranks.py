@@ -86,6 +86,9 @@ def test_two_equally_late_ranks_share_the_charge_and_are_named_together():
     assert f.evidence["ranks"] == [2, 3]
     assert f.evidence["steps"] == [2, 3, 4, 5, 6, 7] and "steps 2-7" in f.title
     assert "ranks 2, 3 do before their collectives" in f.suggestion
+    from polyprof.report.html import straggler_ranks  # (the HTML job page marks each of the group)
+
+    assert straggler_ranks(rep.findings) == [2, 3]
 
 
 def test_equal_steps_are_all_named():
@@ -140,6 +143,10 @@ def test_rank_by_order_on_the_commands_that_read_a_job(tmp_path):
     assert [r["rank"] for r in doc["tables"]["rank_overview"]["records"]] == [0, 1]
     p = subprocess.run([sys.executable, "-m", "polyprof", "report", "--help"], capture_output=True, text=True)
     assert "--rank-by" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "polyprof", "critical-path", str(tmp_path), "--rank-by", "order",
+                        "--json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert [c["rank"] for c in json.loads(p.stdout)["clocks"]] == [0, 1], p.stdout[:300]
 
 
 def test_the_diff_does_not_blame_a_rank_by_a_difference_within_noise():

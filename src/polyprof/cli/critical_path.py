@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import PolyprofError
 from .common import Subparsers, add_window_args, count, window_from
+from .ranks import add_rank_by_arg
 from ..trace.sorting import unique
 
 
@@ -41,6 +42,7 @@ def register(sub: Subparsers) -> None:
                    help="take the ranks' clocks as they are (default: aligned from their collectives)")
     p.add_argument("--json", action="store_true", help="print the path, the what-ifs and the clocks as JSON")
     add_window_args(p)
+    add_rank_by_arg(p)
     p.set_defaults(func=run)
 
 
@@ -61,9 +63,10 @@ def _what_ifs(specs: list[str]) -> list[tuple[int, str, float]]:
     return out
 
 
-def _traces(files: list[str], window: Any) -> dict[int, Any]:
+def _traces(files: list[str], window: Any, rank_by: str = "auto") -> dict[int, Any]:
     """Every rank as the summary analyses it: the steps ``window`` selects on each rank
-    (``analyze.window.view``, as ``rank_summary`` does for a job's summary)."""
+    (``analyze.window.view``, as ``rank_summary`` does for a job's summary); ranks
+    numbered as ``rank_by`` says (``--rank-by``)."""
     from ..analyze.critical_path import rank_of
     from ..analyze.window import view
     from .common import load_trace
@@ -74,7 +77,7 @@ def _traces(files: list[str], window: Any) -> dict[int, Any]:
         return {rank_of(t): view(t, window)}
     from ..ranks.traceset import load_ranks
 
-    ts = load_ranks(files if len(files) > 1 else files[0])
+    ts = load_ranks(files if len(files) > 1 else files[0], rank_by=rank_by)
     return {r: view(t, window) for r, t in ts.traces()}
 
 
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from .memory_check import check_memory  # (light: imports fits only where the inputs do not clearly fit)
 
     check_memory("critical-path", args.file)
-    traces = _traces(args.file, window_from(args))
+    traces = _traces(args.file, window_from(args), args.rank_by)
     for r, _, _ in asks:
         if r not in traces:
             raise PolyprofError(f"--what-if: no rank {r} (ranks: {sorted(traces)})")

@@ -145,8 +145,13 @@ def _title(trace: Trace) -> str:
 
 def straggler_ranks(findings: list[Finding]) -> list[int]:
     """The ranks a job's findings name as stragglers (``ranks/report.py``: its straggler
-    finding, the one decision of which rank held the others back), in order."""
-    return sorted({int(f.evidence["rank"]) for f in findings if f.id == "straggler" and "rank" in f.evidence})
+    finding, the one decision of which rank held the others back; every rank of a group
+    late together, its ``ranks``), in order."""
+    out: set[int] = set()
+    for f in findings:
+        if f.id == "straggler" and "rank" in f.evidence:
+            out.update(int(r) for r in f.evidence.get("ranks") or [f.evidence["rank"]])
+    return sorted(out)
 
 
 def ranks_view(ranks: JobReport) -> dict[str, Any]:
