@@ -73,3 +73,15 @@ def test_durations_out_of_range_are_said_alike() -> None:
         r = subprocess.run([sys.executable, "-m", "polyprof", "capture", "127.0.0.1:1", "-d", d],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and said in r.stderr, (d, r.stderr)
+
+
+@pytest.mark.parametrize("name,head", [("c.json.gz", b"\x1f\x8b"), ("c.parquet", b"PAR1")])
+def test_a_capture_is_written_in_the_format_its_name_asks_for(tmp_path: Path, name: str, head: bytes) -> None:
+    """``polyprof capture -o c.json.gz`` wrote polyprof's archive under that name, as
+    ``run -o`` did (collect/output.saver: both now pick the format by the ending)."""
+    c = Captured("127.0.0.1:9012", data=XSPACE.read_bytes())
+    written = output.write_one(c, tmp_path / name, output.format_for(tmp_path / name))
+    assert len(written) == 1 and c.error is None, c.error
+    _, path, events = written[0]
+    assert path == tmp_path / name and path.read_bytes()[:len(head)] == head
+    assert polyprof.load(path).n_events == events > 0

@@ -190,16 +190,25 @@ def test_an_output_that_cannot_be_written_falls_back_to_the_archive(tmp_path: Pa
 
 
 def test_a_format_writer_that_fails_keeps_the_trace_as_the_archive(tmp_path: Path, own_tmpdir: Path,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
-    """Parquet's writer cannot keep a metadata value beyond 64 bits (polyprof's archive
-    can): the previous file at the output stays, the trace goes to the fallback."""
+                                                                  caplog: pytest.LogCaptureFixture,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A format's writer that cannot write the trace (stood in for by Parquet's raising, as
+    it did on a metadata value beyond 64 bits, which polyprof's archive keeps): the
+    previous file at the output stays, the trace goes to the fallback."""
+    from polyprof.errors import PolyprofError  # (the writers' error family)
+    from polyprof.formats import parquet
+
+    def refuses(trace: object, path: object) -> None:
+        raise PolyprofError(f"{path}: the trace holds values JSON cannot hold (Integer exceeds 64-bit range)")
+
+    monkeypatch.setattr(parquet, "write", refuses)
     trace = polyprof.load(KINETO)
     trace.metadata["seed"] = 2**70
     out = tmp_path / "t.parquet"
     w = output.save(trace, out)
     assert not out.exists() and w.path is not None and w.path.parent == own_tmpdir and w.path.suffix == ".polyprof"
     assert polyprof.load(w.path).metadata["seed"] in (2**70, str(2**70))
-    assert "cannot write" in caplog.text and "writes the format asked for" in caplog.text
+    assert "JSON cannot hold" in caplog.text and "writes the format asked for" in caplog.text
 
 
 def test_an_ending_polyprof_cannot_write_gets_the_archive_and_a_warning(tmp_path: Path,

@@ -117,10 +117,19 @@ def _keep(c: Captured, path: Path) -> None:
         c.error = f"{c.error}; the XSpace as received is in {path}"
 
 
+def _save(trace: Trace, path: Path) -> None:
+    """Write a capture's trace at ``path`` in the format its name asks for, as ``polyprof
+    run -o`` does (``-o c.json.gz``: Chrome JSON; collect/output.saver), atomically."""
+    from ..collect.output import saver  # (the writers' registry: only where a trace is written)
+
+    save_at = saver(path)
+    write_file(path, lambda tmp: save_at(trace, tmp))
+
+
 def _write(c: Captured, path: Path, fmt: str, trace: Trace) -> Written | None:
     """Write a capture polyprof read; None (``c.error`` set) when the file cannot be written."""
     try:
-        path = _write_bytes(c, path) if fmt == "xplane" else _somewhere(path, lambda at: write_file(at, trace.save))
+        path = _write_bytes(c, path) if fmt == "xplane" else _somewhere(path, lambda at: _save(trace, at))
     except PolyprofError as e:
         c.error = str(e)
         return None

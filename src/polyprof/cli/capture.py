@@ -30,8 +30,9 @@ def register(sub: Subparsers) -> None:
                    help="the servers to capture (comma-separated)")
     p.add_argument("-d", "--duration-ms", type=positive, default=1000, help="how long to record (default 1000)")
     p.add_argument("-o", "--output",
-                   help="one address: the file to write (.polyprof, or .xplane.pb for the XSpace as "
-                        "received; default capture.polyprof); several: a directory that gets one file "
+                   help="one address: the file to write (.polyprof; .xplane.pb for the XSpace as "
+                        "received; another ending picks its format, as for export: .json.gz, .pftrace, "
+                        ".parquet...; default capture.polyprof); several: a directory that gets one file "
                         "per process, <host>-<pid>-rank<r> (a TensorFlow/JAX server: "
                         "<host>-port<port>-rank<r>; default capture/)")
     p.add_argument("--logdir", help="instead of -o: write <logdir>/plugins/profile/<session>/<process>.xplane.pb "

@@ -326,17 +326,22 @@ def write_atomic(trace: Trace, path: Path, follow_symlinks: bool = False, found:
     as ``found`` (:func:`_put`), in the format its name asks for (:func:`writer_for`; the
     temporary file's name ends with ``path``'s, so ``.gz`` is gzipped); returns where it
     went; OutputError on any failure (a PolyprofError of the format's writer as it is)."""
-    fmt = writer_for(path)
+    save_at = saver(path)
     went: list[Path] = []
     with replacing(path, force=follow_symlinks, rename=lambda tmp, dest: went.append(_put(tmp, dest, found))) \
             as tmp:
-        if fmt is None:
-            trace.save(tmp)
-        else:
-            from ..formats.registry import _resolve  # (loaded by writer_for already)
-
-            _resolve(fmt.writer)(trace, tmp)  # type: ignore[arg-type]
+        save_at(trace, tmp)
     return went[-1]
+
+
+def saver(path: Path) -> Callable[[Trace, Path], object]:
+    """What writes a trace into a file for ``path``: the writer of the format its name asks
+    for (:func:`writer_for`), else polyprof's own archive (``Trace.save``); for a
+    session's output and a capture's (capture/output.py) alike."""
+    fmt = writer_for(path)
+    if fmt is None:
+        return lambda trace, at: trace.save(at)
+    return fmt.write_here
 
 
 def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:

@@ -69,6 +69,11 @@ class Format(NamedTuple):  # not a frozen dataclass: made at every start (docs/b
         write_file(path, lambda tmp: writer(trace, tmp), force)
         return Path(path)
 
+    def write_here(self, trace: Any, path: str | Path) -> None:
+        """Write ``trace`` straight into ``path`` (a file format's writer, on a temporary
+        file its caller renames: collect/output.py's atomic save)."""
+        _resolve(self.writer)(trace, path)  # type: ignore[arg-type]
+
 
 def _resolve(target: str | Callable[..., Any]) -> Callable[..., Any]:
     if callable(target):
