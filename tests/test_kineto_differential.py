@@ -95,7 +95,7 @@ def _events() -> list[dict]:
         {"ph": "X", "name": "k", "cat": "kernel", "pid": 9, "tid": "stream 7", "ts": 14.0005, "dur": 1e-3,
          "args": {"stream": "0x7", "correlation": 11, "device": 2, "mixed": 3}},
         {"ph": "X", "name": 42, "cat": None, "pid": 7, "tid": 2, "ts": 15, "dur": None},
-        {"ph": "X", "name": "no times", "cat": "cpu_op", "pid": 7, "tid": 2},
+        {"ph": "X", "name": "no dur", "cat": "cpu_op", "pid": 7, "tid": 2, "ts": 17},  # no ts: test_kineto_no_ts.py
         {"ph": "X", "name": "neg", "cat": "cpu_op", "pid": 7, "tid": 2, "ts": -1.5, "dur": -2},
         {"ph": "X", "name": "big int arg", "cat": "cpu_op", "pid": 7, "tid": 2, "ts": 16, "dur": 1,
          "args": {"u": 2 ** 63 + 5, "list": [1, "a"]}},

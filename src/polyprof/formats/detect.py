@@ -12,7 +12,7 @@ from pathlib import Path
 from ..errors import TraceFormatError
 from ..trace.core import Trace
 from ..trace.identity import identify
-from .perfetto_read.shape import varint
+from .perfetto_read.shape import damaged_packets, varint
 from .registry import by_name, readers
 from .safety import XZ_MAGIC, reading
 
@@ -83,6 +83,8 @@ def _xz_format(path: Path) -> str:
         return fmt.name
     if cut:
         raise TraceFormatError(path, TRUNCATED.format("xz"))
+    if fmt is None and _damaged_perfetto(head, path):
+        return "perfetto"
     tar = _tar_problem(body, path, "xz")
     if tar:
         raise TraceFormatError(path, tar)
@@ -402,8 +404,29 @@ def detect(path: str | Path) -> str:
                                      "xz-compressed ones of some formats (Chrome/Kineto JSON, Perfetto, XSpace, "
                                      f"nvprof/Nsight/rocpd/RPD databases), so decompress it first ({packer[1]} "
                                      f"{path.name})")
+    if _damaged_perfetto(head, path):
+        return "perfetto"
     raise TraceFormatError(path, "unrecognised format: none of those polyprof reads ("
                            + ", ".join(f.name for f in readers()) + "; `polyprof --help` says what each is)")
+
+
+#: the names Perfetto's tools give their traces (gzip and xz forms too)
+_PERFETTO_NAMES = tuple(s + c for s in (".pftrace", ".perfetto-trace") for c in ("", ".gz", ".xz"))
+
+
+def _damaged_perfetto(head: bytes, path: Path) -> bool:
+    """True for a file no reader took that is a damaged Perfetto trace, for its reader to
+    say where and what is wrong (the byte offset; docs/formats.md), not "unrecognised
+    format": one whose first packet's length runs past the file (a trace cut inside its
+    first packet, or its length damaged), or, named as Perfetto's tools name their
+    traces, one that starts with a packet (``shape.damaged_packets``). A file of other
+    bytes so named is still "unrecognised" (and is not replaced as an output)."""
+    body = head[2:] if head.startswith(b"GZ") else head
+    if head.startswith(b"GZ"):  # a head shorter than asked for is all the inflated file
+        total = len(body) if len(body) < 4096 else None
+    else:
+        total = path.stat().st_size
+    return damaged_packets(body, total, path.name.lower().endswith(_PERFETTO_NAMES))
 
 
 #: keys only a Chrome / Kineto trace's JSON has (the object's ``traceEvents`` and what

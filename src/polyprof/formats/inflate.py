@@ -99,7 +99,9 @@ class Decompressed:
                         break
                     fed = True
                     out = d.decompress(raw, self.block)
-                    consumed += len(raw) - len(d.unconsumed_tail) - len(d.unused_data)
+                    # at a member's end zlib leaves the rest as both unused_data and
+                    # unconsumed_tail (ISA-L as unused_data only): count it once
+                    consumed += len(raw) - len(d.unused_data if d.eof else d.unconsumed_tail)
                     if out:
                         inflation.add(len(out), consumed)
                         self.ended = d.eof and not d.unused_data.strip(b"\x00") and f.tell() >= self.size

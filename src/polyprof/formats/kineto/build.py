@@ -14,7 +14,7 @@ from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
-from . import ascend, asyncs, legacy, onnxruntime, rocprof_v1, tf_timeline
+from . import ascend, asyncs, legacy, lenient, onnxruntime, rocprof_v1, tf_timeline
 from .deferred import DeferredArgs
 from .devices import categorise_device_events, device_planes, legacy_plane, tf_line
 from .flows import bind_flows, bind_v2
@@ -350,6 +350,9 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
         warnings.append(overflow)
     for w in warnings:
         log.info("%s: %s", col.path, w)
+    if col.dropped.counts.get(lenient.NO_TS):  # damage: said as the negative durations below are
+        log.warning("%s: kineto: %d events without a ts left out (a damaged file?)", col.path,
+                    col.dropped.counts[lenient.NO_TS])
     if col.backwards:  # damage, not a way of writing: a warning, as the SQLite readers give
         backwards = (f"kineto: {col.backwards} events end before they start (a negative dur: a damaged file): "
                      "kept at their start, 0 ns long")

@@ -1,8 +1,8 @@
 """What the reader forgives, where the intent is clear, as Perfetto's JSON importer does:
 trailing commas and raw control characters in strings (the document repaired, only after
 it failed to parse), ``ph`` read by its first letter (``"XXX"`` is ``X``), numbers
-written as strings (counter values; times already), and events whose ``ts`` is not a
-number (dropped, metadata kept). Whatever is dropped is counted by reason in
+written as strings (counter values; times already), and events whose ``ts`` is missing
+or not a number (dropped, metadata kept). Whatever is dropped is counted by reason in
 ``Dropped`` and reported in one warning line.
 """
 
@@ -77,6 +77,11 @@ def number(v: Any) -> float | None:
 def phase(p: Any) -> Any:
     """``ph`` by its first letter, as Chrome's viewer and Perfetto read it."""
     return p[:1] if type(p) is str and len(p) > 1 else p
+
+
+#: the reason events without a ``ts`` (or a null one) are dropped: damage (metadata
+#: events need none); ``build.py`` also logs it as a warning naming the file
+NO_TS = "events without a ts (a damaged file?)"
 
 
 class Dropped:

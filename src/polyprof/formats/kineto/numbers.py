@@ -45,18 +45,26 @@ def _parse_numbers(text: bytes, dtype: type) -> np.ndarray | None:
 
 
 def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
-    """JSON texts of times in µs (``msgspec.Raw``) -> int64 ns, exact to the digit.
+    """JSON texts of times in µs (``msgspec.Raw``) -> int64 ns (:func:`_times`; a
+    ``null`` or missing value is 0: a ``dur``)."""
+    return _times(raws, path, what)[0]
+
+
+def _times(raws: list, path: Path, what: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """JSON texts of times in µs (``msgspec.Raw``) -> int64 ns, exact to the digit, and
+    where a value is unset (``null``, missing, or a string such as ``"nan"``: no time at
+    all; read as 0) as a bool mask, None if every value is set.
 
     Kineto prints three decimals (ns) or none: those texts are parsed as integers by
     NumPy (``12.047`` is read as the pair ``12 1047``: the leading 1 keeps the zeros
     and shows that there are exactly three digits). Other texts go through floats:
     :func:`_us_to_ns` takes the shortest decimal, and values too big for a double to
-    hold their ns are read from their text. ``null`` or a missing value is 0; strings
-    holding numbers are read as numbers, as before.
+    hold their ns are read from their text. Strings holding numbers are read as numbers,
+    as before.
     """
     n = len(raws)
     if not n:
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), None
     joined = b" ".join(raws)
     dots = joined.count(b".")
     if (dots == n or dots == 0) and b"e" not in joined and b"E" not in joined and b"-" not in joined:
@@ -65,16 +73,17 @@ def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
             if pairs is not None and len(pairs) == 2 * n:
                 whole, frac = pairs[0::2], pairs[1::2]
                 if frac.min() >= 1000 and frac.max() <= 1999 and whole.max() < 9 * 10 ** 15:
-                    return whole * 1000 + (frac - 1000)
+                    return whole * 1000 + (frac - 1000), None
         else:
             ints = _parse_numbers(joined, np.int64)
             if ints is not None and len(ints) == n and ints.max() < 9 * 10 ** 15:  # ns fit in int64
-                return ints * 1000
+                return ints * 1000, None
     try:
         values = orjson.loads(b"[" + b",".join(raws) + b"]")
     except orjson.JSONDecodeError as e:  # e.g. 1e400: a number that is not a finite double
         raise TraceFormatError(path, f"invalid JSON: an event {what} ({e})") from None
     us = _floats(values, path, what)
+    unset = np.isnan(us)  # null (None), or a string such as "nan"
     far = np.flatnonzero(np.abs(us) > _RANGE_US)
     if len(far):
         raise TraceFormatError(path, f"an event {what} of {values[far[0]]!r} µs is beyond the range of "
@@ -85,7 +94,7 @@ def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
         rows = [i for i in np.flatnonzero(big).tolist() if type(values[i]) in (int, float)]
         if rows:
             out[rows] = _exact_ns([bytes(raws[i]) for i in rows], us[rows])
-    return out
+    return out, (unset if unset.any() else None)
 
 
 def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:

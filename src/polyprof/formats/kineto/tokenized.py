@@ -26,7 +26,7 @@ from .codes import _codes
 from .collector import _ARG_FLUSH_EVENTS
 from .events import _B, _DECODE_EVENTS, _OTHER, _PHASE_CODES, _PHASES
 from .flows import add_flow_columns
-from .numbers import NotANumber, _ns_of
+from .numbers import NotANumber, _times
 from ...lowlevel.compiled import optional
 
 if TYPE_CHECKING:
@@ -146,10 +146,14 @@ def _others(col: "_Collector", n: int, idx: np.ndarray, text: bytes) -> None:
     if codes is None:
         codes = np.array([_PHASES.get(lenient.phase(p), _OTHER) if type(p) is str else _OTHER
                           for p in (e.ph for e in evs)], dtype=np.int8)
+    keep_evs = evs
     try:
-        ts = _ns_of(gather.values(evs, "ts"), col.path, "ts")
+        ts, unset = _times(gather.values(evs, "ts"), col.path, "ts")
+        if unset is not None:  # as the Python path: metadata kept (ts 0), the others dropped and counted
+            keep_evs, codes, ts = col.timed(evs, codes, ts, unset)
     except NotANumber:  # as the Python path: metadata kept (ts 0), the others dropped and counted
         keep_evs, codes, ts = col._valid_times(evs, codes)
+    if keep_evs is not evs:
         keep = {id(e) for e in keep_evs}
         idx = np.array([i for i, e in zip(idx.tolist(), evs) if id(e) in keep], np.int64)
         evs = keep_evs

@@ -200,6 +200,16 @@ def skipper() -> Skipper:
     return _skip.Skipper() if _skip is not None else PySkipper()
 
 
+def non_ws(buf: bytes | bytearray, pos: int) -> int:
+    """Where the first byte at or after ``pos`` that is not JSON white space is (``len(buf)``:
+    none), at C speed (a run of white space may be gigabytes long)."""
+    global _NONWS
+    if _NONWS is None:
+        _NONWS = re.compile(rb"[^ \t\r\n]")
+    m = _NONWS.search(buf, pos)
+    return m.start() if m else len(buf)
+
+
 class Text:
     """The document's text as it comes in: ``buf`` holds the file's text from its byte
     ``base`` on, read up to ``pos``; the rest of the blocks in ``it``."""
@@ -226,15 +236,10 @@ class Text:
 
     def peek(self) -> int | None:
         """The next byte that is not white space (``pos`` moved to it); None at the end."""
-        global _NONWS
-        if _NONWS is None:
-            _NONWS = re.compile(rb"[^ \t\r\n]")
         while True:
-            m = _NONWS.search(self.buf, self.pos)
-            if m:
-                self.pos = m.start()
+            self.pos = non_ws(self.buf, self.pos)
+            if self.pos < len(self.buf):
                 return self.buf[self.pos]
-            self.pos = len(self.buf)
             self.drop()
             if not self.more():
                 return None

@@ -131,3 +131,30 @@ def looks_like_packets(body: bytes, total: int | None) -> bool:
         distinct = distinct or fields
         pos, first = start + length, False
     return distinct
+
+
+
+#: the most one packet may be (``packets.MAX_PACKET``; here for the sniffs, which import nothing)
+_MAX_PACKET = 1 << 30
+
+
+def damaged_packets(body: bytes, total: int | None, named: bool) -> bool:
+    """True if ``body`` (the first bytes of a file of ``total`` bytes, None if unknown)
+    starts as a Perfetto trace that :func:`looks_like_packets` does not take, for its
+    reader to say where and what is wrong: a TracePacket's tag, then a length and as
+    many of the packet's fields as the head holds of TracePacket's wire types, and that
+    length running past the file (or past any packet's limit: a trace cut or damaged
+    inside its first packet). A file ``named`` as Perfetto's tools name their traces
+    needs only the first packet's start (its packets damaged further on), or a length
+    cut short by the file's end. Text, a zip, ... so named are not taken (nor replaced
+    as an output: ``writers``' check of what is at the output is :func:`detect`)."""
+    if len(body) < 2 or body[0] != _PACKET_TAG:
+        return False
+    length, start = varint(body, 1)
+    if length is None:
+        return named and start >= len(body)  # the head (the file) ends inside the length
+    if length < 2:
+        return False
+    if not named and length <= _MAX_PACKET and (total is None or start + length <= total):
+        return False
+    return _packet_fields(body, start, start + length) is not None

@@ -52,12 +52,17 @@ def gunzip(data: bytes, path: Path) -> bytes:
     inflation = Inflation(path, len(data))
     out: list[bytes] = []
     rest = data
+    # compressed bytes inflated so far, over all members (the bomb check's basis); at a
+    # member's end zlib leaves the rest of the input as both unused_data and
+    # unconsumed_tail (ISA-L as unused_data only): only one of them is not yet read
+    consumed = 0
     try:
         while rest:
             d = zlib.decompressobj(wbits=31)
             while rest:
                 chunk = d.decompress(rest, 1 << 24)
-                inflation.add(len(chunk), len(data) - len(d.unconsumed_tail) - len(d.unused_data))
+                consumed += len(rest) - len(d.unused_data if d.eof else d.unconsumed_tail)
+                inflation.add(len(chunk), consumed)
                 out.append(chunk)
                 rest = d.unconsumed_tail
                 if d.eof:
