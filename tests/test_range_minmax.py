@@ -32,3 +32,19 @@ def test_memory_is_linear_in_the_values() -> None:
     held = sum(a.nbytes for t in (r._min, r._max, r._bmin, r._bmax) for a in t)
     held += sum(a.nbytes for a in (r._pre_min, r._pre_max, r._suf_min, r._suf_max))
     assert held < 20 * 8 * n  # the full sparse tables held 2 x 17 arrays of n values
+    # beside the values themselves: the running min / max of each block, both ways (4), and
+    # the blocks' table; the tables of the lengths below a block (10 more) are not kept
+    beside = held - sum(a.nbytes for a in (r._min[0], r._max[0]))
+    assert beside < 6 * 8 * n, beside / (8 * n)
+
+
+@pytest.mark.parametrize("n", [1, 31, 33, 1000])
+def test_every_range_valid_against_brute_force(n: int) -> None:
+    """No empty range: the query answers from its own arrays, without copying the ranges."""
+    rng = np.random.default_rng(n + 7)
+    v = rng.integers(-1000, 1000, n)
+    lo = rng.integers(0, n, 2000)
+    hi = np.minimum(lo + 1 + rng.integers(0, 70, 2000), n)
+    valid, mn, mx = RangeMinMax(v, v + 5).query(lo, hi)
+    assert valid.all()
+    assert [(a, b) for a, b in zip(mn, mx)] == [(v[a:b].min(), v[a:b].max() + 5) for a, b in zip(lo, hi)]

@@ -26,8 +26,7 @@ def parents(track: np.ndarray, start: np.ndarray, end: np.ndarray,
     searched and a pass per level in NumPy (the same arrays, tests/test_nesting_depth.py)."""
     if _nest is not None and compiled:
         track, start, end = (np.asarray(a, np.int64) for a in (track, start, end))
-        nonempty = np.flatnonzero(end > start)  # an empty span contains nothing
-        order = nonempty[lexsort((-(end - start)[nonempty], start[nonempty], track[nonempty]))]
+        order = _nonempty_order(track, start, end)
         depth, parent = np.empty(len(order), np.int64), np.empty(len(order), np.int64)
         _nest.depths(track[order], start[order], end[order], depth, parent)
         return order, depth, parent
@@ -48,6 +47,17 @@ def parents(track: np.ndarray, start: np.ndarray, end: np.ndarray,
     return order, depth, parent
 
 
+def _nonempty_order(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The spans of some length (an empty one contains nothing) by (track, start, longest
+    first); where every span has some length, sorted without a copy of each key."""
+    nonempty = end > start
+    if nonempty.all():
+        return lexsort((start - end, start, track))
+    at = np.flatnonzero(nonempty)
+    del nonempty
+    return at[lexsort(((start - end)[at], start[at], track[at]))]
+
+
 def parents_and_after(track: np.ndarray, start: np.ndarray, end: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """:func:`parents`, and per position the first later position of its track one level
@@ -57,8 +67,7 @@ def parents_and_after(track: np.ndarray, start: np.ndarray, end: np.ndarray
     if _nest is None:
         return (*parents(track, start, end), None)
     track, start, end = (np.asarray(a, np.int64) for a in (track, start, end))
-    nonempty = np.flatnonzero(end > start)
-    order = nonempty[lexsort((-(end - start)[nonempty], start[nonempty], track[nonempty]))]
+    order = _nonempty_order(track, start, end)
     depth, parent, after = (np.empty(len(order), np.int64) for _ in range(3))
     _nest.depths(track[order], start[order], end[order], depth, parent, after)
     return order, depth, parent, after
@@ -66,15 +75,24 @@ def parents_and_after(track: np.ndarray, start: np.ndarray, end: np.ndarray
 
 def of_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`parents` of the events ``rows`` (ascending) on their OS threads
-    (``cache.threads``), made once per trace for each set of rows."""
-    store: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = cache.memo(trace, "nesting", lambda t: {})
-    key = np.ascontiguousarray(rows, np.int64).tobytes()
-    if key not in store:
-        ev = trace.events
-        start = np.asarray(ev["start_ns"][rows], np.int64)
-        store[key] = parents(cache.threads(trace)[ev["track"][rows]], start,
-                             start + np.asarray(ev["dur_ns"][rows], np.int64))
-    return store[key]
+    (``cache.threads``), made once per trace for each set of rows: looked up by their
+    count and ends, then compared whole with the rows kept (the caller's array itself, no
+    copy: a key of the rows' own bytes kept 8 bytes per row for the rest of the command;
+    a digest would import hashlib into every summary)."""
+    store: dict[tuple[int, int, int], list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]]] = \
+        cache.memo(trace, "nesting", lambda t: {})
+    rows = np.asarray(rows, np.int64)
+    n = len(rows)
+    key = (n, int(rows[0]) if n else -1, int(rows[-1]) if n else -1)
+    kept = store.setdefault(key, [])
+    for seen, found in kept:
+        if seen is rows or np.array_equal(seen, rows):
+            return found
+    ev = trace.events
+    start = np.asarray(ev["start_ns"][rows], np.int64)
+    found = parents(cache.threads(trace)[ev["track"][rows]], start, start + np.asarray(ev["dur_ns"][rows], np.int64))
+    kept.append((rows, found))
+    return found
 
 
 def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:

@@ -63,7 +63,9 @@ def op_stats(trace: Trace, window: WindowArg = None) -> Table:
         pos = np.minimum(np.searchsorted(ops, corr.op), len(ops) - 1)
         has &= ops[pos] == corr.op  # the op is one of those counted (a window may leave it out)
         np.add.at(direct, into[pos[has]], ev["dur_ns"][corr.device_rows[has]])
+        del pos
     keep = into == np.arange(len(ops))
+    del has, into  # (what is live at the launch index below is the summary's peak)
     unlaunched = _unlaunched(trace, corr, ops, tr, st, du)[keep]
     ops, st, du, tr, direct = ops[keep], st[keep], du[keep], tr[keep], direct[keep]
     if one is not None:
@@ -72,6 +74,8 @@ def op_stats(trace: Trace, window: WindowArg = None) -> Table:
         c_tr = np.concatenate([tr, threads[ev["track"][rt]]])
         c_st = np.concatenate([st, ev["start_ns"][rt]])
         self_ns = du - child_time(c_tr, c_st, c_st + np.concatenate([du, ev["dur_ns"][rt]]))[:len(ops)]
+        del c_tr, c_st
+    del one, keep
     proj = LaunchIndex(trace, corr).project(tr, st, st + du)
     g = group_stats(ev["name"][ops], du)
     o, st_ = g["order"], g["starts"]

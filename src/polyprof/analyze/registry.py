@@ -138,7 +138,8 @@ def analyses() -> tuple[Analysis, ...]:
 
 class Tables(Mapping[str, Table]):
     """The analysis tables of one trace, each computed on first use (with what it needs)
-    and kept; ``given`` are tables already computed elsewhere."""
+    and kept, but a per-event table made only as another's input (:meth:`_need`);
+    ``given`` are tables already computed elsewhere."""
 
     def __init__(self, trace: Trace, given: Mapping[str, Table] | None = None):
         self.trace = trace
@@ -149,11 +150,22 @@ class Tables(Mapping[str, Table]):
         if name not in self._done:
             a = by_name(name)
             if name in _BY_NAME:
-                inputs = [self[n] for n in a.needs]
+                inputs = [self._need(n) for n in a.needs]
                 self._done[name] = a.run(self.trace, *inputs)
+                del inputs
             else:  # another package's: its failure (its inputs' included) is an empty table and a warning
                 self._done[name] = _run_extension(a, self)
         return self._done[name]
+
+    def _need(self, name: str) -> Table:
+        """A built-in table another one reads: kept (as :meth:`__getitem__` keeps it) unless
+        it has a row per event and was not asked for itself. Such a table (``launch_stats``:
+        17 columns per launch, 40 bytes per event of a summary of launches) then lives only
+        while the table that reads it is made; asked for later, it is made again."""
+        a = _BY_NAME.get(name)
+        if name in self._done or a is None or not a.per_event:
+            return self[name]
+        return a.run(self.trace, *[self._need(n) for n in a.needs])
 
     def __iter__(self) -> Iterator[str]:
         return iter([a.name for a in analyses()])

@@ -181,7 +181,7 @@ def _command(args: argparse.Namespace) -> int:
         if args.command == "run":  # the program's streams are its own: run.py takes them for its lines only
             rc = int(args.func(args) or 0)
         else:
-            with encodable(sys.stdout, sys.stderr):
+            with encodable(sys.stdout, sys.stderr), heap.for_command(args.command in READ_ONLY):
                 rc = int(args.func(args) or 0)
         if args.command in READ_ONLY:
             heap.freeze_for_exit()

@@ -193,16 +193,19 @@ class RangeMinMax:
     """O(1) min / max over any contiguous range of a fixed array, in O(n) memory.
 
     The values are cut into blocks of :data:`_BLOCK`. A range inside one block is
-    answered by sparse tables of the lengths below a block (two overlapping power-of-two
-    spans); a range across blocks by the running min / max from its start to its block's
-    end, from its end's block start to its end, and a sparse table over the blocks in
-    between: some 17 arrays the size of the values (sparse tables over every length took
-    2 x log2(n): 40 for a million launches)."""
+    answered from the values themselves, one step per value past its first (at most
+    ``_BLOCK - 1`` vectorised steps, each over the ranges still that long); a range across
+    blocks by the running min / max from its start to its block's end, from its end's
+    block start to its end, and a sparse table over the blocks in between: 4 arrays the
+    size of the values besides them (sparse tables over every length took 2 x log2(n): 40
+    for a million launches; those of the lengths below a block, 10 more: 80 bytes per
+    value at the peak of a summary's ``op_stats``, docs/benchmarks.md "Whole-process
+    scale")."""
 
     def __init__(self, mins: np.ndarray, maxs: np.ndarray):
         mins, maxs = np.asarray(mins, np.int64), np.asarray(maxs, np.int64)
         self.n = n = len(mins)
-        self._min, self._max = _levels(mins, maxs, min(n, _BLOCK))
+        self._min, self._max = [mins], [maxs]
         nb = -(-n // _BLOCK)
         pad = nb * _BLOCK - n
         big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
@@ -216,33 +219,44 @@ class RangeMinMax:
         self._bmin, self._bmax = _levels(bmin.min(axis=1), bmax.max(axis=1), nb)
 
     def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(valid, min, max) over [lo, hi); ranges with hi <= lo are not valid."""
+        """(valid, min, max) over [lo, hi); ranges with hi <= lo are not valid (their min
+        and max 0). Where every range is valid, no copy of them is made (the peak of a
+        summary's ``op_stats``: one query per op)."""
         lo = np.asarray(lo, np.int64)
         hi = np.asarray(hi, np.int64)
         valid = hi > lo
-        mn = np.zeros(len(lo), np.int64)
-        mx = np.zeros(len(lo), np.int64)
         if not valid.any():
-            return valid, mn, mx
-        a, b = lo[valid], hi[valid] - 1  # inclusive
-        ba, bb = a // _BLOCK, b // _BLOCK
+            return valid, np.zeros(len(lo), np.int64), np.zeros(len(lo), np.int64)
+        at = None if valid.all() else np.flatnonzero(valid)
+        a = lo if at is None else lo[at]
+        b = (hi if at is None else hi[at]) - 1  # inclusive
+        ba = a // _BLOCK
+        inside = ba == b // _BLOCK
         vmn = np.empty(len(a), np.int64)
         vmx = np.empty(len(a), np.int64)
-        inside = ba == bb
         i = np.flatnonzero(inside)
-        _sparse(self._min, self._max, a[i], b[i] + 1, vmn, vmx, i)
+        _short(self._min[0], self._max[0], a[i], b[i] + 1, vmn, vmx, i)
+        del i
         x = np.flatnonzero(~inside)
-        xa, xb = a[x], b[x]
-        vmn[x] = np.minimum(self._suf_min[xa], self._pre_min[xb])
-        vmx[x] = np.maximum(self._suf_max[xa], self._pre_max[xb])
-        y = x[bb[x] - ba[x] >= 2]  # whole blocks between
-        if len(y):
-            ymn, ymx = np.empty(len(y), np.int64), np.empty(len(y), np.int64)
-            _sparse(self._bmin, self._bmax, ba[y] + 1, bb[y], ymn, ymx, np.arange(len(y)))
-            vmn[y] = np.minimum(vmn[y], ymn)
-            vmx[y] = np.maximum(vmx[y], ymx)
-        mn[valid] = vmn
-        mx[valid] = vmx
+        del inside
+        if len(x):
+            xa, xb = a[x], b[x]
+            vmn[x] = np.minimum(self._suf_min[xa], self._pre_min[xb])
+            vmx[x] = np.maximum(self._suf_max[xa], self._pre_max[xb])
+            fa, fb = ba[x] + 1, xb // _BLOCK
+            far = np.flatnonzero(fb - fa >= 1)  # whole blocks between
+            if len(far):
+                y = x[far]
+                ymn, ymx = np.empty(len(y), np.int64), np.empty(len(y), np.int64)
+                _sparse(self._bmin, self._bmax, fa[far], fb[far], ymn, ymx, np.arange(len(y)))
+                vmn[y] = np.minimum(vmn[y], ymn)
+                vmx[y] = np.maximum(vmx[y], ymx)
+        if at is None:
+            return valid, vmn, vmx
+        mn = np.zeros(len(lo), np.int64)
+        mx = np.zeros(len(lo), np.int64)
+        mn[at] = vmn
+        mx[at] = vmx
         return valid, mn, mx
 
 
@@ -261,6 +275,25 @@ def _levels(mins: np.ndarray, maxs: np.ndarray, longest: int) -> tuple[list[np.n
         tmax.append(np.maximum(px[:-k], px[k:]))
         k *= 2
     return tmin, tmax
+
+
+def _short(mins: np.ndarray, maxs: np.ndarray, a: np.ndarray, end: np.ndarray,
+           out_min: np.ndarray, out_max: np.ndarray, at: np.ndarray) -> None:
+    """Min / max over [a, end) (non-empty spans inside one block) into ``out_*[at]``: the
+    first values, then one step per further value over the spans that reach it."""
+    if not len(a):
+        return
+    mn, mx = mins[a], maxs[a]
+    left = np.flatnonzero(end - a > 1)
+    step = 1
+    while len(left):
+        pos = a[left] + step
+        mn[left] = np.minimum(mn[left], mins[pos])
+        mx[left] = np.maximum(mx[left], maxs[pos])
+        step += 1
+        left = left[end[left] - a[left] > step]
+    out_min[at] = mn
+    out_max[at] = mx
 
 
 def _sparse(tmin: list[np.ndarray], tmax: list[np.ndarray], a: np.ndarray, end: np.ndarray,

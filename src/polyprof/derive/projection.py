@@ -91,13 +91,12 @@ class LaunchIndex:
 
     def project(self, track: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> Projection:
         lo, hi = self.ranges(track, t0, t1)
-        count = hi - lo
         if self._rmq is None:
             z = np.zeros(len(lo), np.int64)
-            return Projection(count, z, z.copy(), z.copy())
+            return Projection(hi - lo, z, z.copy(), z.copy())
+        _, first, last = self._rmq.query(lo, hi)  # (first: its temporaries are the summary's peak)
         busy = self._cum[hi] - self._cum[lo]
-        _, first, last = self._rmq.query(lo, hi)
-        return Projection(count, busy, first, last)
+        return Projection(hi - lo, busy, first, last)
 
 
 def handed_off(trace: Trace, sections: np.ndarray, l_thread: np.ndarray, l_start: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 from contextlib import contextmanager
@@ -130,8 +131,9 @@ def reusing_freed_pages(active: bool = True, limit: int | None = None) -> Iterat
     temporaries of tens of millions of events (docs/benchmarks.md, "Linear growth to 50M
     trace events"). At most ``limit`` bytes (default: a quarter of the machine's memory)
     are kept; what is kept is unmapped at :func:`trim` and when the block ends, which also
-    puts NumPy's handler back, raised or not. Only around a reader's call: a profiled
-    program's own arrays are never made this way. Nothing without the compiled module."""
+    puts NumPy's handler back, raised or not. Only around a reader's call and a read-only
+    command's whole work (:func:`for_command`): a profiled program's own arrays are never
+    made this way. Nothing without the compiled module."""
     compiled = _module() if active else None
     if compiled is None:
         yield
@@ -141,6 +143,19 @@ def reusing_freed_pages(active: bool = True, limit: int | None = None) -> Iterat
         yield
     finally:
         compiled.uninstall(old)
+
+
+def for_command(read_only: bool) -> contextlib.AbstractContextManager[None]:
+    """Around a command: for a read-only one (``summary``, ``report``, ...: no profiled
+    program runs in it), :func:`reusing_freed_pages` for the whole command, so that the
+    analyses' columns and temporaries of a big trace reuse the pages of those freed before
+    them, as the reader's do. Without it every array of 32 MB or more (past glibc's mmap
+    threshold: ~4M events' int64 column) is a fresh mapping that the kernel faults in,
+    zeroes (with NumPy's huge-page hint, after compacting memory for it) and takes back
+    when freed; a summary of 20M events spent half its CPU time in the kernel that way
+    (docs/benchmarks.md, "Whole-process scale"). The peak does not grow: what is kept was
+    live. Any other command: nothing."""
+    return reusing_freed_pages() if read_only else contextlib.nullcontext()
 
 
 def reuse_stats() -> dict[str, int]:

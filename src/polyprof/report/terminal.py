@@ -89,8 +89,10 @@ def _finding_lines(findings: list) -> list[Para]:
 
 
 #: the analyses the terminal summary neither prints nor reads (``--json`` and the HTML
-#: report have them): :func:`print_summary` and ``polyprof summary`` do not compute them
-NOT_SHOWN = ("device_op_breakdown", "kernel_efficiency")
+#: report have them): :func:`print_summary` and ``polyprof summary`` do not compute them,
+#: but as another's input (``launch_stats``, a row per launch, lives only while
+#: ``launch_summary`` is made: ``registry.Tables._need``)
+NOT_SHOWN = ("launch_stats", "device_op_breakdown", "kernel_efficiency")
 
 
 def print_summary(trace: Trace, top: int = 15, console: Console | None = None, window: WindowArg = "auto") -> None:
