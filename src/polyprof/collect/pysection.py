@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 import weakref
 from weakref import ref as _weakref
-from collections.abc import AsyncGenerator, Generator
 from threading import get_ident as _get_ident
 from time import perf_counter_ns as _now
 from typing import TYPE_CHECKING, Callable, TypeVar
@@ -227,64 +226,10 @@ def decorate(sec: PySection, fn: F) -> F:
 
     On an ``async def``, a generator or an async generator the section times the work,
     not the creation of the coroutine: it opens when the body first runs (first
-    ``await``/``next``) and closes when it completes (returns, raises, or is closed).
-    Each call has its own section, so concurrent asyncio tasks never share one."""
-    import functools
-    import inspect
+    ``await``/``next``) and closes when it completes (returns, raises, or is closed)
+    (collect/each_call.py). Each call has its own section, so concurrent asyncio tasks
+    never share one."""
+    from .each_call import each_call  # (functools, inspect: only where a section decorates)
 
     cls, name, stats = type(sec), sec.name, sec.stats
-    if inspect.iscoroutinefunction(fn):
-        @functools.wraps(fn)
-        async def coroutine(*args: object, **kwargs: object) -> object:
-            with cls(name, **stats):
-                return await fn(*args, **kwargs)
-
-        return coroutine  # type: ignore[return-value]
-    if inspect.isasyncgenfunction(fn):
-        return functools.wraps(fn)(_async_generator(cls, name, stats, fn))  # type: ignore[return-value]
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def generator(*args: object, **kwargs: object) -> Generator[object, object, object]:
-            with cls(name, **stats):
-                return (yield from fn(*args, **kwargs))
-
-        return generator  # type: ignore[return-value]
-
-    @functools.wraps(fn)
-    def wrapper(*args: object, **kwargs: object) -> object:
-        with cls(name, **stats):
-            return fn(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _async_generator(cls: type[PySection], name: str, stats: dict[str, object],
-                     fn: Callable[..., AsyncGenerator[object, object]]) -> Callable[..., AsyncGenerator[object, object]]:
-    """An async generator that forwards asend/athrow/aclose to ``fn``'s (the async
-    counterpart of ``yield from``) inside one section."""
-
-    async def agen(*args: object, **kwargs: object) -> AsyncGenerator[object, object]:
-        inner = fn(*args, **kwargs)
-        with cls(name, **stats):
-            try:
-                value = await inner.__anext__()
-            except StopAsyncIteration:
-                return
-            while True:
-                try:
-                    sent = yield value
-                except GeneratorExit:
-                    await inner.aclose()
-                    raise
-                except BaseException as e:  # noqa: BLE001 - thrown in by the caller: hand it on
-                    try:
-                        value = await inner.athrow(e)
-                    except StopAsyncIteration:
-                        return
-                else:
-                    try:
-                        value = await inner.asend(sent)
-                    except StopAsyncIteration:
-                        return
-
-    return agen
+    return each_call(fn, lambda: cls(name, **stats))
