@@ -131,13 +131,18 @@ def test_ops_with_bytes_and_no_flops_have_xprofs_roofline_share():
 
 
 def test_low_mfu_title_names_kernels_by_their_function():
-    """a100_cupti_counters' FLOPs are per kernel: the title names the kernels that lose
-    most by their function, not their whole C++ signatures (over 300 characters each)."""
-    from polyprof.analyze.efficiency_findings import efficiency_findings
+    """A title names a kernel by its function, not its whole C++ signature (over 300
+    characters in a100_cupti_counters). That trace's FLOPs are CUPTI range-profiler
+    counters, timed in the profiler's replay windows: it gets no low-MFU finding since
+    e3251c1 (tests/test_efficiency_time_bases.py), so its names are shortened here
+    directly, as the finding's title does."""
+    from polyprof.analyze.efficiency_findings import _title_name, efficiency_findings
     from polyprof.analyze.registry import Tables
 
     t = polyprof.load(DATA / "traces" / "kineto" / "a100_cupti_counters.json.gz")
     tables = Tables(t)
-    f = next(f for f in efficiency_findings(t, lambda k: tables[k]) if f.id == "low_mfu")
-    assert "most lost in at::native::vectorized_elementwise_kernel, nchwToNhwcKernel, " in f.title
-    assert len(f.title) < 200 and len(f.events[0]["name"]) > 300
+    assert not [f for f in efficiency_findings(t, lambda k: tables[k]) if f.id == "low_mfu"]
+    names = [str(n) for n in t.names() if "vectorized_elementwise_kernel" in str(n) or "nchwToNhwcKernel" in str(n)]
+    long = max(names, key=len)
+    assert len(long) > 300 and _title_name(long) in ("at::native::vectorized_elementwise_kernel", "nchwToNhwcKernel")
+    assert {_title_name(n) for n in names} <= {"at::native::vectorized_elementwise_kernel", "nchwToNhwcKernel"}
