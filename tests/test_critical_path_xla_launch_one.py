@@ -78,7 +78,10 @@ for i in range(6):
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("jax")
-    tmp = tmp_path_factory.mktemp("launch_one")
+    return _record(tmp_path_factory.mktemp("launch_one"))
+
+
+def _record(tmp: Path) -> Path:
     (tmp / "prog.py").write_text(PROGRAM)
     out = tmp / "out.polyprof"
     r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "jax", "-o", str(out),
@@ -141,7 +144,7 @@ def test_each_dispatch_is_given_the_run_its_pool_task_started(recorded: Path) ->
     assert len(unwaited) <= 1, unwaited  # (the back edge checked in the others)
 
 
-def test_load_then_the_run_are_on_the_path_in_every_step(recorded: Path) -> None:
+def test_load_then_the_run_are_on_the_path_in_every_step(recorded: Path, tmp_path: Path) -> None:
     """Steps 1 to 6: ``load`` on the path with all its time, then the dispatch, the run's
     ops (the op ending last, all its time), then the Python thread's return from
     ``block_until_ready``: the path is 95% of the step's recorded time or more (the union
@@ -149,7 +152,20 @@ def test_load_then_the_run_are_on_the_path_in_every_step(recorded: Path) -> None
     machine, is nobody's: 12 ms once here, between ``load`` and the jitted call) and
     of the step itself in the median. Before, ``load`` and the ops were never both on a
     step's path; with the launch alone, the thread's wake-up after the run (up to 11.5
-    ms on a loaded 2-core machine) was off it (78.7% of a step)."""
+    ms on a loaded 2-core machine) was off it (78.7% of a step). A recording the machine's load
+    descheduled past that (a CI run at load 8) is taken again, at most twice."""
+    failed = _path_shares(recorded)
+    for k in range(2):
+        if failed is None:
+            return
+        again = tmp_path / f"again{k}"
+        again.mkdir()
+        failed = _path_shares(_record(again))
+    assert failed is None, failed
+
+
+def _path_shares(recorded: Path) -> str | None:
+    """Why the recording fails the test above (None: it passes)."""
     trace = polyprof.load(recorded)
     cp = critical_path(trace)
     number, lo, hi = step_windows(trace)
@@ -159,16 +175,20 @@ def test_load_then_the_run_are_on_the_path_in_every_step(recorded: Path) -> None
         name = np.asarray(m["name"]).astype(str)
         start, dur, on = (np.asarray(m[c], np.int64) for c in ("start_ns", "dur_ns", "on_path_ns"))
         i = np.flatnonzero(name == "load")
-        assert len(i) == 1 and on[i[0]] == dur[i[0]] >= 2_000_000, (k, on[i], dur[i])
+        if not (len(i) == 1 and on[i[0]] == dur[i[0]] >= 2_000_000):
+            return f"step {k}: load {on[i]} on the path of {dur[i]}"
         ops = np.char.find(name, "jit_step/") == 0
         last = np.flatnonzero(ops)[np.argmax((start + dur)[ops])]
-        assert on[last] == dur[last] > 0, (k, name[last])
+        if not on[last] == dur[last] > 0:
+            return f"step {k}: the last op {name[last]} not all on the path"
         a, b = int(lo[number == k][0]), int(hi[number == k][0])
         path = int(m["path_ns"][0])
-        assert path <= int(m["span_ns"][0]), k
-        assert path >= 0.95 * _recorded(trace, a, b), (k, path, _recorded(trace, a, b))
+        if path > int(m["span_ns"][0]) or path < 0.95 * _recorded(trace, a, b):
+            return f"step {k}: path {path} of {_recorded(trace, a, b)} recorded, span {int(m['span_ns'][0])}"
         ratios.append(path / (b - a))
-    assert len(ratios) == 6 and float(np.median(ratios)) >= 0.95, ratios
+    if not (len(ratios) == 6 and float(np.median(ratios)) >= 0.95):
+        return f"path shares of the steps: {ratios}"
+    return None
 
 
 def _recorded(trace: polyprof.Trace, a: int, b: int) -> int:
