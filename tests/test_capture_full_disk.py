@@ -85,3 +85,19 @@ def test_a_capture_is_written_in_the_format_its_name_asks_for(tmp_path: Path, na
     _, path, events = written[0]
     assert path == tmp_path / name and path.read_bytes()[:len(head)] == head
     assert polyprof.load(path).n_events == events > 0
+
+
+@pytest.mark.parametrize("name,content", [("cfg.json", b'{"lr": 0.1}\n'), ("notes.txt", b"my notes\n")])
+def test_a_users_file_at_the_output_is_refused_before_capturing(tmp_path: Path, name: str, content: bytes) -> None:
+    """``polyprof capture -o cfg.json`` replaced the user's config with the trace, where
+    ``polyprof run -o cfg.json`` refuses it (an auditor): refused now, before any server
+    is asked (none listens at 127.0.0.1:1), the file unchanged."""
+    import subprocess
+    import sys
+
+    out = tmp_path / name
+    out.write_bytes(content)
+    r = subprocess.run([sys.executable, "-m", "polyprof", "capture", "127.0.0.1:1", "-d", "100", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "is there and is not" in r.stderr and "refusing to replace it" in r.stderr, r.stderr
+    assert out.read_bytes() == content

@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         raise CaptureError("-o and --logdir both name where to write: give one")
     if not args.logdir and len(addresses) > 1:
         output.check_dir(Path(args.output or "capture"))
+    elif not args.logdir:
+        _check_file(Path(args.output or "capture.polyprof"))
     try:
         with _progress(args.duration_ms, len(addresses)):
             captures = client.capture(addresses, args.duration_ms, token=token, tls=tls, session_id=session_id,
@@ -75,8 +77,13 @@ def run(args: argparse.Namespace) -> int:
     if args.logdir:
         written = output.write_logdir(captures, Path(args.logdir), session_id)
     elif len(addresses) == 1:
+        from ..collect.output import say_native  # (one file: what its name's ending gets, said as run says it)
+
         path = Path(args.output or "capture.polyprof")
         written = output.write_one(captures[0], path, output.format_for(path))
+        for _, at, _ in written:
+            if output.format_for(path) != "xplane":
+                say_native(path, at)
     else:
         fmt = "xplane" if args.format in ("xspace", "xplane") else "polyprof"  # output.py's name for XSpace bytes
         written = output.write_set(captures, Path(args.output or "capture"), fmt)
@@ -88,6 +95,18 @@ def run(args: argparse.Namespace) -> int:
     for c in failed:
         print(f"polyprof: error: {c.address}: {c.error}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _check_file(path: Path) -> None:
+    """Refuse, before capturing, an output a file is at that is no trace of the format its
+    name asks for, nor polyprof's (a user's config, notes, data set), as ``polyprof run``
+    refuses it (collect/output.not_ours): before, a capture replaced it."""
+    from ..collect.output import not_ours  # (one address: its output looked at before capturing)
+
+    what = not_ours(path)
+    if what is not None:
+        raise CaptureError(f"{path} is there and is not {what}: refusing to replace it; choose another output (-o) "
+                           "or remove it")
 
 
 def _progress(duration_ms: int, n: int) -> Any:

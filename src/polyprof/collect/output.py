@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ANY", "OutputError", "Stamp", "Written", "beside", "check_target", "ending", "fallback_name",
            "fallback_path", "journal_note", "launcher_rank", "nest_root", "not_ours", "open_exclusive", "per_rank",
-           "save", "shown_path", "stamp", "to_fallback", "write_atomic", "writer_for", "written_line"]
+           "save", "say_native", "shown_path", "stamp", "to_fallback", "write_atomic", "writer_for", "written_line"]
 
 log = logging.getLogger("polyprof")
 
@@ -420,7 +420,7 @@ def save(trace: Trace, requested: Path, follow_symlinks: bool = False, found: ob
         path = write_atomic(trace, at, follow_symlinks, found)
     except PolyprofError as e:  # (OutputError, or a format's writer that cannot write this trace)
         return _fall_back(trace, requested, str(e))
-    _say_native(requested, path)
+    say_native(requested, path)
     if path in (requested, requested.resolve()):
         return Written(requested, path, stamp=stamp(path))
     kind = (not_ours(requested) or "a polyprof trace") if found is FOREIGN else ""
@@ -456,14 +456,17 @@ def fallback_name(requested: Path) -> Path:
     return requested.with_name(f"{requested.name[:len(requested.name) - len(end)]}{NATIVE}")
 
 
-def _say_native(requested: Path, path: Path) -> None:
+def say_native(requested: Path, path: Path) -> None:
     """A warning where polyprof's own archive went to an output whose ending names a file
-    of another kind, which polyprof cannot write (``.txt``, ``.csv``, ``.gz``): what it is."""
+    of another kind, which polyprof cannot write (``.txt``, ``.csv``, ``.pb.gz``): what it is
+    (a session's output, a capture's: cli/capture.py)."""
     if writer_for(requested) is not None or _native_ending(requested):
         return
-    log.warning("%s: polyprof writes no %s files: this is its own trace archive (a zip, which polyprof.load and "
-                "the polyprof commands read); name the output .polyprof, or for another format %s, or convert "
-                "it: polyprof export %s -o NAME.json.gz", shown_path(path), requested.suffix, _endings(),
+    suffixes = requested.suffixes
+    ending = "".join(suffixes[-2:]) if requested.suffix.lower() in (".gz", ".xz", ".bz2", ".zst") else requested.suffix
+    log.warning("%s: polyprof has no writer for names ending %s: this is its own trace archive (a zip, which "
+                "polyprof.load and the polyprof commands read); name the output .polyprof, or for another format "
+                "%s, or convert it: polyprof export %s -o NAME.json.gz", shown_path(path), ending, _endings(),
                 shown_path(path))
 
 
