@@ -55,6 +55,20 @@ def test_a_rank_file_not_given_is_said_with_a_warning_and_a_finding(caplog):
     assert [f.evidence["rank"] for f in whole.findings if f.id == "straggler"] == [2]
 
 
+def test_critical_path_of_a_job_without_a_rank_file_says_so():
+    """critical-path read 3 of the 4 ranks without a word, its path's collective waits
+    being for the absent rank 2 (an auditor)."""
+    files = [str(DATA / f"one_late.rank{r}.polyprof") for r in (0, 1, 3)]
+    p = subprocess.run([sys.executable, "-m", "polyprof", "critical-path", *files], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "the traces name a job of 4 ranks; rank 2 not given (found: ranks 0-1, 3)" in p.stderr, p.stderr
+    whole = subprocess.run([sys.executable, "-m", "polyprof", "critical-path",
+                            *[str(DATA / f"one_late.rank{r}.polyprof") for r in range(4)]],
+                           capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0 and "not given" not in whole.stderr, whole.stderr
+
+
 def test_a_straggler_finding_says_its_waits_may_be_for_a_rank_not_given():
     """Rank 3 of the two late ones given, rank 2 not: the straggler finding names rank 3
     and says the waits may be for rank 2."""

@@ -104,6 +104,7 @@ def test_arguments_tied_at_their_cut_fill_the_budget(monkeypatch):
     assert a["cells"] == 50 and a["total"] == 200 and a["limit"] == 1000
     assert a["cols"][0][0] == list(range(50))  # of the events as long as the last sent: the first ones
     assert "Arguments: 50 of 200 (event, key) cells are sent" in d["note"]
+    assert "events 1 µs long or shorter may show none" in d["note"]  # (a duration as the page shows one)
 
 
 def test_copies_on_the_critical_path_and_a_zero_length_span(traces_dir):

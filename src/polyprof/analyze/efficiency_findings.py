@@ -169,7 +169,7 @@ def _fusable_chains(trace: Trace) -> list[Finding]:
         f"({sig[0]} → … → {sig[-1]}, {int(count)}×)",
         "high" if share >= 4 * CHAIN_SHARE else "medium", "",
         {"chain_ops": len(sig), "occurrences": int(count), "device_ns": ns, "share_pct": share, "busy_ns": total,
-         "ridge_flops_per_byte": float(ridge[order][int(first)]), "device": pk.model},  # at the chain's precision
+         "ridge_flops_per_byte": float(ridge[order][int(first)]), "device_model": pk.model},  # at the chain's precision
         events, suggestion(trace, "fusable_chain"))]
 
 

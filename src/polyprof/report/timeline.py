@@ -29,6 +29,7 @@ import numpy as np
 
 from ..analyze.critical_path_track import TRACK, with_critical_path
 from ..analyze.memory import memory
+from ..analyze.units import fmt_ns
 from ..analyze.window import WindowArg
 from ..derive import cache
 from ..derive.intervals import nesting_depth
@@ -458,7 +459,7 @@ class _Timeline:
         args = {**_args(found, dur, self.floor), "total": self.arg_total}
         if args["cells"] < args["total"]:
             notes.append(f"Arguments: {args['cells']} of {args['total']} (event, key) cells are sent, those of the "
-                         f"longest events; events {args['limit']} ns long or shorter may show none (their details say "
+                         f"longest events; events {fmt_ns(args['limit'])} long or shorter may show none (their details say "
                          "so).")
         copies = sum(row["lanes"][-1] - row["lanes"][0] for row in tracks if row.get("copy"))
         q = max(int(np.gcd(np.gcd.reduce(start), np.gcd.reduce(dur))) if len(start) else 1, 1)
