@@ -36,6 +36,7 @@ import threading
 from typing import Any
 
 from ...collect import recorder as rec_mod
+from ...collect import steps as step_rules
 from ...collect.clock import now_ns
 from ...collect.output import launcher_rank
 from ...collect.plugin import Availability, Plugin, SessionContext
@@ -230,6 +231,11 @@ class TorchPlugin(Captures, Plugin):
                 n = len(self._recorder.steps)
                 if n:  # steps before torch started: keep numbering
                     self._on_step(n)
+                elif not self._recorder.auto_steps:
+                    # started at the program's ``import torch`` (polyprof run): the program resumes after
+                    # torch.profiler's start (1.5-4 s on a loaded machine), which step 0 does not hold
+                    # (collect/steps.py program_resumes, as a session's plugin start-up)
+                    step_rules.program_resumes(self._recorder, now_ns())
 
     def _warm(self, torch: Any) -> None:
         """Paused before its first recording: torch's profiler started and stopped once,
