@@ -46,3 +46,36 @@ def test_parquet_export_keeps_metadata_json_cannot_hold_as_is(tmp_path):
     back = polyprof.load(out)
     assert float(back.metadata["odd"]) == float(2**70)
     assert back.n_events == t.n_events
+
+
+def test_an_xplane_pb_gz_name_gets_a_gzipped_xspace_everywhere(tmp_path):
+    """``.xplane.pb.gz``, which polyprof reads, was gzipped Chrome JSON from ``export``,
+    polyprof's archive with a false warning from ``run -o``, and raw XSpace bytes under
+    the gzip name from ``capture -o`` (an auditor)."""
+    from polyprof.capture import output
+    from polyprof.capture.client import Captured
+
+    _trace(tmp_path)
+    out = tmp_path / "e.xplane.pb.gz"
+    p = subprocess.run([sys.executable, "-m", "polyprof", "export", str(tmp_path / "t.polyprof"), "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "WARNING" not in p.stderr, p.stderr
+    assert gzip.decompress(out.read_bytes())[:1] == b"\x0a"  # (an XSpace: its planes, field 1)
+    assert polyprof.load(out).n_events > 0
+    (tmp_path / "prog.py").write_text("import polyprof\nwith polyprof.section('work'):\n    sum(range(100))\n")
+    p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", "r.xplane.pb.gz", "prog.py"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "no writer" not in p.stderr, p.stderr
+    assert gzip.decompress((tmp_path / "r.xplane.pb.gz").read_bytes())[:1] == b"\x0a"
+    raw = (tmp_path / "e.raw.xplane.pb")
+    raw.write_bytes(gzip.decompress(out.read_bytes()))
+    c = Captured("127.0.0.1:9012", data=raw.read_bytes())
+    written = output.write_one(c, tmp_path / "c.xplane.pb.gz", output.format_for(tmp_path / "c.xplane.pb.gz"))
+    assert written and gzip.decompress((tmp_path / "c.xplane.pb.gz").read_bytes()) == raw.read_bytes()
+
+
+def test_export_to_a_name_of_no_formats_ending_says_it_writes_chrome_json(tmp_path):
+    _trace(tmp_path)
+    p = subprocess.run([sys.executable, "-m", "polyprof", "export", str(tmp_path / "t.polyprof"), "-o",
+                        str(tmp_path / "t.json.xz")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "no format polyprof writes ends so; writing Chrome JSON" in p.stderr, p.stderr

@@ -87,7 +87,17 @@ def raw_path(path: Path) -> Path:
 
 
 def _write_bytes(c: Captured, path: Path) -> Path:
-    return _somewhere(path, lambda at: write_file(at, lambda tmp: tmp.write_bytes(c.data or b"")))
+    """The XSpace as received at ``path``, gzipped where its name ends ``.gz``
+    (``-o c.xplane.pb.gz``: before, the raw bytes under a gzip name)."""
+    def write(tmp: Path) -> None:
+        data = c.data or b""
+        if path.name.lower().endswith(".gz"):
+            import gzip  # (a gzip name only)
+
+            data = gzip.compress(data, compresslevel=5)
+        tmp.write_bytes(data)
+
+    return _somewhere(path, lambda at: write_file(at, write))
 
 
 def _somewhere(path: Path, write: Callable[[Path], object]) -> Path:

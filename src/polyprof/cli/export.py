@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PolyprofError
+from .. import logs
 from ..formats.registry import by_name, for_output, writers
 from .common import (Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path,
                      refuse_over_inputs, window_from)
@@ -59,7 +60,11 @@ def run(args: argparse.Namespace) -> int:
     job_path = None
     from .memory_check import check_memory  # (light: imports fits only for a JSON trace or a store)
 
-    fmt = by_name(args.format) if args.format else (for_output(args.output) or by_name("chrome"))
+    fmt = by_name(args.format) if args.format else for_output(args.output)
+    if fmt is None:  # (a name of no format's ending: t.json.xz, t.pftrace.gz, out)
+        fmt = by_name("chrome")
+        logs.kept().warning("%s: no format polyprof writes ends so; writing Chrome JSON (give -f FORMAT, or an "
+                            "ending: .json, .json.gz, .pftrace, .xplane.pb, .parquet...)", args.output)
     check_memory(f"export:{fmt.name}", [args.file], rank=args.rank)  # (its need is the format's)
     if is_job(args.file, args.rank) and args.rank is None and fmt.name in PER_RANK + ONE_HOST:
         return export_ranks(args, fmt.name)

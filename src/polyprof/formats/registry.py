@@ -253,7 +253,7 @@ FORMATS: tuple[Format, ...] = (
            writer="polyprof.writers.perfetto:write", suffixes=(".perfetto-trace", ".pftrace")),
     Format("xspace", "XSpace protobuf (.xplane.pb), as JAX, TensorFlow and XProf write it",
            reader="polyprof.formats.xspace:load", sniff=_is_xspace, claim=_named_xspace,
-           writer="polyprof.writers.xspace:write", suffixes=(".xplane.pb",)),
+           writer="polyprof.writers.xspace:write", suffixes=(".xplane.pb", ".xplane.pb.gz")),
     Format("rocprofv3-json", "rocprofv3's JSON output (results.json, rocprofiler-sdk)",
            reader="polyprof.formats.rocprof_json:load", sniff=_is_rocprof_json),
     Format("rocprofv3-csv", "rocprofv3's CSV output (<pid>_kernel_trace.csv and siblings, or their directory)",
