@@ -50,7 +50,8 @@ def test_one_rank_has_no_share_line_and_the_text_names_the_delay() -> None:
     assert lines[0] == "step 0 (#552): critical path 64.2 ms of the step's 395 ms (start to end of its work)"
     assert "holds" not in r.stdout
     assert lines[-1] == ("  in no event: 64.1 ms (99.8% of the path): launch delays 64.1 ms; the longest 64.1 ms, "
-                         "cudaLaunchKernel -> Kernel")
+                         "cudaLaunchKernel -> cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>")
+    # (200 columns: the kernel's name as far as it fits; at 48 characters whatever the width, "Kernel" before)
     assert len(lines) == 7  # header, column names, the four events, the waits
 
 

@@ -355,7 +355,7 @@ def _wait_lines(waits: list[dict[str, Any]], length: int, ranks: bool, width: in
     total = sum(w["ns"] for w in waits)
     kinds = ", ".join(f"{w['kind']} {fmt_ns(w['ns'])}" for w in waits)
     big = waits[0]
-    a, b = fit_names([big["from"], big["to"]], 48)
+    a, b = fit_names([big["from"], big["to"]], max(24, (width - 60) // 2))  # (wider terminals: more of each)
     who = f"rank {big['rank']}'s " if ranks else ""
     text = (f"in no event: {fmt_ns(total)} ({100.0 * total / max(length, 1):.1f}% of the path): {kinds}; "
             f"the longest {fmt_ns(big['longest_ns'])}, {who}{a} -> {b}")
