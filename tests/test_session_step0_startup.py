@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -115,21 +116,25 @@ def test_a_killed_runs_journal_has_the_same_step_0(tmp_path: Path) -> None:
 
 
 #: the audit's program: torch.profiler takes seconds to start; the program times its steps
-TORCH = """\
+#: two steps the program times itself (a product and a 50 ms sleep each)
+LOOP = """\
+own = []
+for i in range(2):
+    t0 = now_ns()
+    torch.randn(200, 200) @ torch.randn(200, 200)
+    time.sleep(0.05)
+    polyprof.step()
+    own.append(now_ns() - t0)
+"""
+
+TORCH = f"""\
 import json, time
 import polyprof, torch
 from polyprof.collect.clock import now_ns
 before = now_ns()
 with polyprof.profile(plugins=["host", "torch"], output="t.polyprof"):
     body = now_ns()
-    own = []
-    for i in range(2):
-        t0 = now_ns()
-        torch.randn(200, 200) @ torch.randn(200, 200)
-        time.sleep(0.05)
-        polyprof.step()
-        own.append(now_ns() - t0)
-print("TIMES", json.dumps({"before": before, "body": body, "own": own}), flush=True)
+{textwrap.indent(LOOP, "    ")}print("TIMES", json.dumps({{"before": before, "body": body, "own": own}}), flush=True)
 """
 
 
@@ -148,19 +153,12 @@ def test_torch_profilers_start_is_not_in_step_0(tmp_path: Path) -> None:
     assert abs((end[0] - start[0]) - own["own"][0]) < 5_000_000, ((end - start) / 1e6, own["own"])
 
 
-RUN_TORCH = """\
+RUN_TORCH = f"""\
 import json, time
 from polyprof.collect.clock import now_ns
 import torch, polyprof
 after_import = now_ns()
-own = []
-for i in range(2):
-    t0 = now_ns()
-    torch.randn(200, 200) @ torch.randn(200, 200)
-    time.sleep(0.05)
-    polyprof.step()
-    own.append(now_ns() - t0)
-print("TIMES", json.dumps({"after_import": after_import, "own": own}), flush=True)
+{LOOP}print("TIMES", json.dumps({{"after_import": after_import, "own": own}}), flush=True)
 """
 
 
