@@ -13,7 +13,10 @@ polyprof's reader puts them back on the planes. The job's rank, world size and p
 groups are the top-level ``distributedInfo`` Kineto writes (:func:`distributed_info`),
 which the reader takes back: the collectives' bus bandwidth needs each group's size;
 the host the trace was recorded on is Kineto's top-level ``host_name``. These come
-before ``traceEvents``, as in Kineto's files.
+before ``traceEvents``, as in Kineto's files. The trace's warnings and plugin errors
+(sections a plugin dropped, a session never stopped, a plugin that failed: what a
+summary tells of data lost) are ``otherData.warnings`` / ``otherData.plugin_errors``
+(:func:`notes`), which the reader restores (:func:`recorded_notes`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import orjson
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.memory import export_counters
-from .device_list import device_properties
+from .device_list import device_properties, json_value
 from .jsonfile import EXACT_IN_JS, write_json
 from ..trace import metadata_keys as mkeys
 
@@ -190,6 +193,46 @@ def host_name(trace: Trace) -> str:
     return named if isinstance(named, str) and not hosts else ""
 
 
+#: the metadata keys the exports carry for the reader to restore (:func:`notes`)
+NOTES = (mkeys.WARNINGS, mkeys.PLUGIN_ERRORS)
+#: the Perfetto export's Chrome metadata entries that hold them (JSON), by key
+PERFETTO_NOTES = {mkeys.WARNINGS: "polyprof_warnings", mkeys.PLUGIN_ERRORS: "polyprof_plugin_errors"}
+
+
+def notes(trace: Trace) -> dict[str, list[Any]]:
+    """The trace's warnings and plugin errors, those it has, as JSON values: what the
+    Chrome (``otherData``), Kineto (its ``polyprof`` key) and Perfetto (Chrome metadata
+    entries) exports write, so that a summary of the export tells of what was lost while
+    recording, as one of the trace does."""
+    out = {}
+    for k in NOTES:
+        v = trace.metadata.get(k)
+        if isinstance(v, list) and v:
+            out[k] = json_value(v)
+    return out
+
+
+def _note_ok(key: str, v: Any) -> bool:
+    if key == mkeys.PLUGIN_ERRORS:
+        return isinstance(v, dict)
+    return isinstance(v, str) or (isinstance(v, dict) and isinstance(v.get("message"), str)
+                                  and isinstance(v.get("plugin", ""), str))
+
+
+def recorded_notes(found: Any) -> dict[str, list[Any]]:
+    """The warnings and plugin errors an export wrote (:func:`notes`; ``found``: the
+    mapping they are in), those of the shape the metadata holds (``formats/safety.py``)."""
+    out: dict[str, list[Any]] = {}
+    if not isinstance(found, dict):
+        return out
+    for k in NOTES:
+        v = found.get(k)
+        kept = [x for x in v if _note_ok(k, x)] if isinstance(v, list) else []
+        if kept:
+            out[k] = kept
+    return out
+
+
 def spaced(dist: dict[str, Any]) -> orjson.Fragment:
     """``distributedInfo`` spaced as Kineto writes it (``"rank": 1``): HTA finds a file's
     rank with a pattern that needs the space, and took every compact file for rank 0."""
@@ -204,6 +247,7 @@ def write(trace: Trace, path: str | Path) -> Path:
     anchor = wall_anchor(trace, origin)
     if anchor is not None:
         other["wall_anchor"] = anchor
+    other.update(notes(trace))  # (warnings, plugin_errors: the reader restores them)
     # the header before the events, as Kineto writes it: a job's files are told apart by
     # their first MiB (ranks/identity.py reads the rank and host there)
     doc: dict[str, Any] = {"displayTimeUnit": "ns", "otherData": other}

@@ -9,7 +9,10 @@ host planes keep their process id; ``ts``/``dur`` are µs relative to
 ``wall_anchor``, as Kineto's timestamps are wall-clock based. Before the events, the
 header torch writes: ``distributedInfo``, the host the trace was recorded on
 (``host_name``) and, for a trace read from a Kineto file, that file's own top-level keys
-(``trace_id``, ``record_shapes``, the CUDA and CUPTI versions...).
+(``trace_id``, ``record_shapes``, the CUDA and CUPTI versions...). After the events,
+polyprof's own key (``polyprof``): the clock, the shift to the wall clock, and the
+trace's warnings and plugin errors (``warnings``, ``plugin_errors``: formats/chrome.py's
+``notes``), which polyprof's reader restores; viewers and HTA ignore it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
-from ..formats.chrome import HOST_NAME, distributed_info, host_name, spaced
+from ..formats.chrome import HOST_NAME, distributed_info, host_name, notes, spaced
 from ..formats.device_list import device_properties
 from ..formats.kineto_view import copy_names, device_streams, kineto_ids, stream_handles, time_base
 from ..formats.jsonfile import write_json
@@ -106,7 +109,8 @@ def to_kineto(trace: Trace, distributed: dict[str, Any] | None = None) -> dict[s
     doc["traceName"] = str(meta.get(mkeys.TRACE_NAME) or (meta.get(mkeys.FILE_SOURCE) or {}).get("path", "polyprof"))
     doc["displayTimeUnit"] = "ms"
     doc["baseTimeNanoseconds"] = base
-    doc["polyprof"] = {"clock": meta.get(mkeys.CLOCK_NAME, ""), "wall_shift_ns": shift}
+    # (with the trace's warnings and plugin errors, which the reader restores)
+    doc["polyprof"] = {"clock": meta.get(mkeys.CLOCK_NAME, ""), "wall_shift_ns": shift, **notes(trace)}
     return doc
 
 

@@ -19,8 +19,10 @@ the subset is encoded here, see :mod:`.perfetto_wire`, so no generated code is n
   XProf's peaks), which the efficiency tables match the device's peaks by: one
   ``ChromeEventBundle`` packet (``chrome_events``) of ``ChromeMetadata`` entries,
   ``polyprof_planes`` (JSON: plane name, vendor, properties) and, when the trace lists
-  them, ``deviceProperties``, ``distributedInfo`` and the host the trace was recorded
-  on (``host_name``, as Kineto names it). Chrome writes its own trace metadata so: Perfetto's trace
+  them, ``deviceProperties``, ``distributedInfo``, the host the trace was recorded
+  on (``host_name``, as Kineto names it) and the trace's warnings and plugin errors
+  (``polyprof_warnings``, ``polyprof_plugin_errors``: what a summary tells of data
+  lost while recording). Chrome writes its own trace metadata so: Perfetto's trace
   processor keeps the entries (``cr-polyprof_planes``) in its metadata table (from its
   parser's source; not run here), and polyprof's reader puts them back on the planes.
 
@@ -45,7 +47,7 @@ from ..trace.memory import export_counters
 from ..trace.native_write import json_default
 from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
-from ..formats.chrome import HOST_NAME, _pids, _tids, host_name
+from ..formats.chrome import HOST_NAME, PERFETTO_NOTES, _pids, _tids, host_name, notes
 from ..formats.device_list import (FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES,
                                    PERFETTO_PLANES, json_value,
                                    plane_properties)
@@ -381,7 +383,7 @@ def flow_category_bits(trace: Trace) -> np.ndarray:
 def _device_metadata(trace: Trace, counters: dict[str, np.ndarray]) -> bytes:
     """The ``chrome_events`` packet with the device planes' properties and vendor (by
     plane name), the trace's ``deviceProperties`` list, ``distributedInfo`` and host
-    name, its flows' categories and the counters made of its memory series
+    name, its flows' categories, its warnings and plugin errors and the counters made of its memory series
     (``counters``: what the export writes); nothing
     when there are none. A device plane's bytes values (XSpace stats) become hex text, as
     in the Kineto export; a host plane's properties are kept whole where they hold bytes
@@ -406,6 +408,8 @@ def _device_metadata(trace: Trace, counters: dict[str, np.ndarray]) -> bytes:
     categories = [trace.strings[c] for c in _flow_category_ids(trace)]
     if categories:
         entries.append((PERFETTO_FLOW_CATEGORIES, categories))
+    # the warnings and plugin errors (polyprof_warnings, polyprof_plugin_errors): the reader restores them
+    entries += [(PERFETTO_NOTES[k], v) for k, v in notes(trace).items()]
     if not entries:
         return b""
     meta = [w.message([(_CM_NAME, name), (_CM_JSON, json.dumps(v, default=json_default))])

@@ -20,6 +20,7 @@ from .devices import categorise_device_events, device_planes, legacy_plane, tf_l
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from .toplevel import not_read
+from ..chrome import NOTES, recorded_notes
 from ...trace import metadata_keys as mkeys
 from ...trace.sorting import median
 
@@ -299,6 +300,20 @@ def anchor_host(trace: Trace, top: dict[str, Any]) -> None:
         trace.sources[0].host = host
 
 
+def _recorded(meta: dict[str, Any]) -> dict[str, list[Any]]:
+    """The warnings and plugin errors of the trace polyprof exported (the Chrome export's
+    ``otherData``, the Kineto export's ``polyprof`` key: ``formats/chrome.py: notes``),
+    taken out of those keys' verbatim copies in ``meta``: the metadata holds them once."""
+    out: dict[str, list[Any]] = {}
+    for key in ("otherData", "polyprof"):
+        held = meta.get(key)
+        if isinstance(held, dict) and any(k in held for k in NOTES):
+            for k, v in recorded_notes(held).items():
+                out[k] = out.get(k, []) + v
+            meta[key] = {k: v for k, v in held.items() if k not in NOTES}
+    return out
+
+
 def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray) -> dict[str, Any]:
     if top.get("__list__") and not len(ts) and not col.counters and set(col.skipped) == {"None"}:
         # a JSON list of records none of which is an event (e.g. TraceLens' execution_details.json)
@@ -362,8 +377,12 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
     if not len(ts) and not col.counters and not col.asyncs and not left_out:
         warnings.insert(0, "nothing polyprof reads: the trace has no events (no slices, instants or counters)")
         log.warning("%s: %s", col.path, warnings[0])
+    kept = _recorded(meta)
+    warnings = kept.get(mkeys.WARNINGS, []) + warnings  # the recording's first, as it had them
     if warnings:
         meta[mkeys.WARNINGS] = warnings
+    if mkeys.PLUGIN_ERRORS in kept:
+        meta[mkeys.PLUGIN_ERRORS] = kept[mkeys.PLUGIN_ERRORS]
     if col.other_meta:
         meta[mkeys.CHROME_METADATA_EVENTS] = col.other_meta
     return meta

@@ -19,7 +19,7 @@ from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace import keys
 from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
-from ..chrome import HOST_NAME
+from ..chrome import HOST_NAME, PERFETTO_NOTES, recorded_notes
 from ..device_list import FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
 from ..native import bytes_back
 from ..safety import TIME_LIMIT_NS
@@ -125,13 +125,24 @@ def build(col: Collector, path: Path) -> Trace:
     anchor = clocks.wall_anchor()
     if anchor:
         b.source(clock={mkeys.SOURCE_WALL_ANCHOR: anchor})
-    if warnings:
-        b.metadata[mkeys.WARNINGS] = warnings
+    _notes(b.metadata, col.chrome_meta, warnings)
     trace = b.build()
     host = col.chrome_meta.get(HOST_NAME)  # polyprof's export: the host it was recorded on
     if isinstance(host, str) and host and len(trace.sources) == 1 and not trace.sources[0].host:
         trace.sources[0].host = host
     return trace
+
+
+def _notes(meta: dict, chrome_meta: dict, warnings: list[str]) -> None:
+    """The trace's warnings into ``meta``: those of the trace polyprof exported (its
+    Chrome metadata entries ``polyprof_warnings``, ``polyprof_plugin_errors``:
+    ``formats/chrome.py: notes``) first, as it had them, then the reader's own."""
+    kept = recorded_notes({k: chrome_meta.get(entry) for k, entry in PERFETTO_NOTES.items()})
+    said = kept.get(mkeys.WARNINGS, []) + warnings
+    if said:
+        meta[mkeys.WARNINGS] = said
+    if mkeys.PLUGIN_ERRORS in kept:
+        meta[mkeys.PLUGIN_ERRORS] = kept[mkeys.PLUGIN_ERRORS]
 
 
 #: the kind of a row left out (:func:`_beyond`): neither a begin nor an end, not kept

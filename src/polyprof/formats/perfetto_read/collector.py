@@ -32,7 +32,7 @@ import orjson
 
 from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
-from ..chrome import HOST_NAME
+from ..chrome import HOST_NAME, PERFETTO_NOTES
 from ..device_list import PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
 from .clocks import MONOTONIC, Clocks
 from .gpu_events import GpuEvents
@@ -67,7 +67,8 @@ _TE_DELTAS = (_TE_DELTA_US, 2, 8)
 _MIN64, _MAX64 = -(1 << 63), (1 << 63) - 1
 #: the ChromeMetadata entries read (what polyprof's export writes there)
 _CHROME_METADATA = frozenset((PERFETTO_PLANES, PERFETTO_FLOW_CATEGORIES, PERFETTO_DERIVED_COUNTERS,
-                               mkeys.DEVICE_PROPERTIES, mkeys.DISTRIBUTED_INFO, HOST_NAME))
+                               mkeys.DEVICE_PROPERTIES, mkeys.DISTRIBUTED_INFO, HOST_NAME,
+                               *PERFETTO_NOTES.values()))
 # DebugAnnotation
 _DA_NAME_IID, _DA_NAME, _DA_STRING_IID, _DA_DICT, _DA_ARRAY = 1, 10, 17, 11, 12
 _DA_KINDS = {2: "b", 3: "u", 4: "i", 5: "f", 7: "u", 9: "s", 6: "s"}
