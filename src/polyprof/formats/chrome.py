@@ -31,7 +31,8 @@ import orjson
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.memory import export_counters
-from .device_list import device_properties, json_value
+from .device_list import device_properties
+from .export_notes import HOST_NAME, notes
 from .jsonfile import EXACT_IN_JS, write_json
 from ..trace import metadata_keys as mkeys
 
@@ -177,12 +178,6 @@ def distributed_info(trace: Trace) -> dict[str, Any]:
     return dist
 
 
-#: Kineto's top-level key for the host the trace was recorded on (recent torch writes it
-#: before the events); the Chrome, Kineto and Perfetto exports write it, the readers take
-#: it back as the source's host
-HOST_NAME = "host_name"
-
-
 def host_name(trace: Trace) -> str:
     """The host the trace was recorded on: its sources' one host (none when they name
     several), else the ``host_name`` of the Kineto file it was read from; "" for none."""
@@ -191,46 +186,6 @@ def host_name(trace: Trace) -> str:
         return hosts.pop()
     named = trace.metadata.get(HOST_NAME)
     return named if isinstance(named, str) and not hosts else ""
-
-
-#: the metadata keys the exports carry for the reader to restore (:func:`notes`)
-NOTES = (mkeys.WARNINGS, mkeys.PLUGIN_ERRORS)
-#: the Perfetto export's Chrome metadata entries that hold them (JSON), by key
-PERFETTO_NOTES = {mkeys.WARNINGS: "polyprof_warnings", mkeys.PLUGIN_ERRORS: "polyprof_plugin_errors"}
-
-
-def notes(trace: Trace) -> dict[str, list[Any]]:
-    """The trace's warnings and plugin errors, those it has, as JSON values: what the
-    Chrome (``otherData``), Kineto (its ``polyprof`` key) and Perfetto (Chrome metadata
-    entries) exports write, so that a summary of the export tells of what was lost while
-    recording, as one of the trace does."""
-    out = {}
-    for k in NOTES:
-        v = trace.metadata.get(k)
-        if isinstance(v, list) and v:
-            out[k] = json_value(v)
-    return out
-
-
-def _note_ok(key: str, v: Any) -> bool:
-    if key == mkeys.PLUGIN_ERRORS:
-        return isinstance(v, dict)
-    return isinstance(v, str) or (isinstance(v, dict) and isinstance(v.get("message"), str)
-                                  and isinstance(v.get("plugin", ""), str))
-
-
-def recorded_notes(found: Any) -> dict[str, list[Any]]:
-    """The warnings and plugin errors an export wrote (:func:`notes`; ``found``: the
-    mapping they are in), those of the shape the metadata holds (``formats/safety.py``)."""
-    out: dict[str, list[Any]] = {}
-    if not isinstance(found, dict):
-        return out
-    for k in NOTES:
-        v = found.get(k)
-        kept = [x for x in v if _note_ok(k, x)] if isinstance(v, list) else []
-        if kept:
-            out[k] = kept
-    return out
 
 
 def spaced(dist: dict[str, Any]) -> orjson.Fragment:

@@ -28,7 +28,8 @@ from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
-from ..formats.chrome import HOST_NAME, distributed_info, host_name, notes, spaced
+from ..formats.chrome import distributed_info, host_name, spaced
+from ..formats.export_notes import HOST_NAME, notes
 from ..formats.device_list import device_properties
 from ..formats.kineto_view import copy_names, device_streams, kineto_ids, stream_handles, time_base
 from ..formats.jsonfile import write_json

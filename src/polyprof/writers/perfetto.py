@@ -47,7 +47,8 @@ from ..trace.memory import export_counters
 from ..trace.native_write import json_default
 from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
-from ..formats.chrome import HOST_NAME, PERFETTO_NOTES, _pids, _tids, host_name, notes
+from ..formats.chrome import _pids, _tids, host_name
+from ..formats.export_notes import HOST_NAME, PERFETTO_NOTES, notes
 from ..formats.device_list import (FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES,
                                    PERFETTO_PLANES, json_value,
                                    plane_properties)

@@ -20,7 +20,7 @@ from .devices import categorise_device_events, device_planes, legacy_plane, tf_l
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from .toplevel import not_read
-from ..chrome import NOTES, recorded_notes
+from ..export_notes import NOTES, recorded_notes
 from ...trace import metadata_keys as mkeys
 from ...trace.sorting import median
 

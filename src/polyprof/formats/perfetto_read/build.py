@@ -19,7 +19,7 @@ from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace import keys
 from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
-from ..chrome import HOST_NAME, PERFETTO_NOTES, recorded_notes
+from ..export_notes import HOST_NAME, PERFETTO_NOTES, recorded_notes
 from ..device_list import FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
 from ..native import bytes_back
 from ..safety import TIME_LIMIT_NS

@@ -32,7 +32,7 @@ import orjson
 
 from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
-from ..chrome import HOST_NAME, PERFETTO_NOTES
+from ..export_notes import HOST_NAME, PERFETTO_NOTES
 from ..device_list import PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
 from .clocks import MONOTONIC, Clocks
 from .gpu_events import GpuEvents
