@@ -457,10 +457,13 @@ class _Timeline:
             notes.append(f"The names of {unsent} events are not sent (the page holds at most {MAX_NAME_BYTES} bytes "
                          "of names, those of the longest events); their details say so, and the tables name them.")
         args = {**_args(found, dur, self.floor), "total": self.arg_total}
-        if args["cells"] < args["total"]:
+        if args["cells"] < args["total"] and args["limit"] is not None:
             notes.append(f"Arguments: {args['cells']} of {args['total']} (event, key) cells are sent, those of the "
-                         f"longest events; events {fmt_ns(args['limit'])} long or shorter may show none (their details say "
-                         "so).")
+                         f"longest events; events {fmt_ns(args['limit'])} long or shorter may show none (their details "
+                         "say so).")
+        elif args["cells"] < args["total"]:  # (no cell of a drawn event left out: those of events not drawn)
+            notes.append(f"Arguments: {args['cells']} of {args['total']} (event, key) cells are sent, those of the "
+                         "events drawn.")
         copies = sum(row["lanes"][-1] - row["lanes"][0] for row in tracks if row.get("copy"))
         q = max(int(np.gcd(np.gcd.reduce(start), np.gcd.reduce(dur))) if len(start) else 1, 1)
         blob, layout = _pack({"start": np.diff(start // q, prepend=0), "dur": dur // q, "name": name,
