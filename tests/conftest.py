@@ -84,6 +84,19 @@ def section_impl(request, monkeypatch):
     return cls
 
 
+@pytest.fixture(params=[True, False], ids=["tokenizer", "msgspec"])
+def kineto_compiled(request, monkeypatch) -> bool:
+    """Run a test once with each path of the Kineto reader: the C tokenizer (skipped where
+    ``_tokens`` is not built) and msgspec's decode, which the fallback takes; the flag."""
+    from polyprof.formats.kineto import tokenized
+
+    if request.param and tokenized.IMPLEMENTATION != "c":
+        pytest.skip("the _tokens extension is not built")
+    if not request.param:
+        monkeypatch.setattr(tokenized, "_tokens", None)
+    return bool(request.param)
+
+
 @pytest.fixture
 def rec(section_impl):
     """A bare recorder made active (no session), so tests see the raw record tuples;

@@ -15,7 +15,6 @@ import pytest
 
 import polyprof
 from polyprof.cli import main
-from polyprof.formats.kineto import tokenized
 
 T0 = 5143939483270.0  # µs: an epoch-like clock, as Kineto writes
 
@@ -38,15 +37,9 @@ _DAMAGED = {  # one event each, its ts lost
 }
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["tokenizer", "msgspec"])
 @pytest.mark.parametrize("kind", list(_DAMAGED))
-def test_an_event_without_ts_is_dropped_and_said(kind: str, compiled: bool, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch,
+def test_an_event_without_ts_is_dropped_and_said(kind: str, kineto_compiled: bool, tmp_path: Path,
                                                  caplog: pytest.LogCaptureFixture) -> None:
-    if compiled and tokenized.IMPLEMENTATION != "c":
-        pytest.skip("the _tokens extension is not built")
-    if not compiled:
-        monkeypatch.setattr(tokenized, "_tokens", None)
     p = tmp_path / "no_ts.json"
     p.write_text(json.dumps({"traceEvents": _events(_DAMAGED[kind])}))
     with caplog.at_level(logging.WARNING, logger="polyprof"):

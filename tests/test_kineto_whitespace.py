@@ -14,7 +14,6 @@ import pytest
 
 import polyprof
 from polyprof.errors import TraceFormatError
-from polyprof.formats.kineto import tokenized
 
 EV = '{"ph":"X","cat":"cpu_op","name":"%s","pid":1,"tid":1,"ts":%d,"dur":5}'
 B, C = EV % ("b", 10), EV % ("c", 20)
@@ -41,14 +40,8 @@ def _peak_load(p: Path) -> tuple[object, int]:
         tracemalloc.stop()
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["tokenizer", "msgspec"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_white_space_between_events_is_not_held(layout: str, compiled: bool, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    if compiled and tokenized.IMPLEMENTATION != "c":
-        pytest.skip("the _tokens extension is not built")
-    if not compiled:
-        monkeypatch.setattr(tokenized, "_tokens", None)
+def test_white_space_between_events_is_not_held(layout: str, kineto_compiled: bool, tmp_path: Path) -> None:
     p = tmp_path / "ws.json"
     p.write_text(LAYOUTS[layout])
     t, peak = _peak_load(p)
