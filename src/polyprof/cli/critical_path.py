@@ -92,16 +92,14 @@ def _say_missing(traces: dict[int, Any]) -> None:
     (before, a 3-of-4-rank job's path put 33.7 ms of waiting for the absent rank on a
     collective of rank 1, without a word)."""
     from ..analyze.units import number_ranges
-    from ..ranks.missing import missing_ranks
+    from ..ranks.missing import missing_ranks, not_given
     from ..ranks.result import stated_job
 
     missing, world = missing_ranks({r: stated_job(t.metadata) for r, t in traces.items()})
     if missing or world:
-        gone = f"rank{'s' if len(missing) > 1 else ''} {number_ranges(missing)}" if missing else \
-            f"{world - len(traces)} rank(s)"
+        gone, size = not_given(len(traces), missing, world)
         log.warning("the traces name a job of %d ranks; %s not given (found: ranks %s): a wait in a collective on "
-                    "the path may be for %s", world or len(traces) + len(missing), gone,
-                    number_ranges(sorted(traces)), gone)
+                    "the path may be for %s", size, gone, number_ranges(sorted(traces)), gone)
 
 
 def _positions(trace: Any, total: int) -> Any:

@@ -38,15 +38,22 @@ def missing_ranks(stated: dict[int, dict[str, Any] | None]) -> tuple[list[int], 
     return [], len(named) if len(found) < len(named) else 0
 
 
+def not_given(found: int, missing: list[int], world: int) -> tuple[str, int]:
+    """(the ranks not given, in words: "rank 2", "ranks 2-3", else how many, "1 rank(s)";
+    the job's size) for the ``found`` ranks given and :func:`missing_ranks`' answer: what
+    the finding, the straggler finding and ``critical-path``'s warning say alike."""
+    gone = f"rank{'s' if len(missing) > 1 else ''} {number_ranges(missing)}" if missing else \
+        f"{world - found} rank(s)"
+    return gone, world or found + len(missing)
+
+
 def missing_finding(found: list[int], missing: list[int], world: int, stragglers: Any) -> Finding:
     """The finding (and a warning) that ranks the traces name were not given: which
     (``missing``; or only how many, ``world``, where the ranks found are not numbered as
     the job's), what the job's tables then cover, and that the waiting the ranks given
     did in collectives (``stragglers``' ``waited_ns``) may be for them."""
     waited = np.asarray(stragglers["waited_ns"], np.float64) if len(stragglers) else np.zeros(0)
-    gone = f"rank{'s' if len(missing) > 1 else ''} {number_ranges(missing)}" if missing else \
-        f"{world - len(found)} rank(s)"
-    size = world or len(found) + len(missing)
+    gone, size = not_given(len(found), missing, world)
     said = (f"the traces name a job of {size} ranks; {gone} {'was' if len(missing) == 1 else 'were'} not given "
             f"(found: ranks {number_ranges(found)})")
     log.warning("%s: the job's tables cover the ranks given only", said)

@@ -21,6 +21,7 @@ from ..analyze.findings import Finding
 from ..analyze.table import Table
 from ..analyze.units import fmt_ns, number_ranges
 from ..trace.sorting import median, unique_inverse
+from .missing import not_given
 from .stragglers import chance_p
 
 #: a rank whose lateness cost the job at least this share of its rank time (every rank's
@@ -258,7 +259,7 @@ def _as_group(f: Finding, group: list[int], hosts: dict[int, str], missing: list
                                                 "their").replace("until it arrives", "until they arrive")
         ev["ranks"] = group
     if missing:
-        gone = f"rank{'s' if len(missing) > 1 else ''} {number_ranges(missing)}"
+        gone, _ = not_given(len(group), missing, 0)  # (missing: named, whatever the count given)
         title += f"; the traces name {gone}, not given: the waits may be for {'it' if len(missing) == 1 else 'them'}"
         ev["missing_ranks"] = missing
     return Finding(f.id, title, f.severity, f.plane, ev, f.events, suggestion)
