@@ -122,6 +122,18 @@ def test_replacing_keeps_the_old_file_on_any_exception(tmp_path: Path):
             pass
 
 
+def test_a_writers_error_names_the_target_not_the_temporary_file(tmp_path: Path):
+    """A writer's own error names the file it wrote (pyarrow: ``.polyprof-xxxx-t.parquet:
+    ...``): the user is told the target's name, never the hidden temporary one."""
+    target = tmp_path / "t.parquet"
+    with pytest.raises(OutputError) as err:
+        with replacing(target) as tmp:
+            raise ValueError(f"failed to open {tmp}: bad")
+    assert str(err.value) == (f"cannot write {target}: ValueError: failed to open {target}: bad "
+                              "(any previous file there is unchanged)")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_failed_fallback_leaves_no_empty_file(tmp_path, monkeypatch, caplog):
     """Where neither the output nor the fallback in the temporary directory can be
     written (a full disk), the empty file the fallback's name was taken with is removed:

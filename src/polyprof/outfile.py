@@ -83,8 +83,9 @@ def replacing(path: str | Path, force: bool = False,
                               "is unchanged)") from None
         if isinstance(e, OutputError) or not isinstance(e, Exception) or type(e).__module__.startswith("polyprof"):
             raise
-        raise OutputError(f"cannot write {path}: {type(e).__name__}: {e} (any previous file there is unchanged)") \
-            from None
+        said = str(e).replace(str(tmp), str(path)).replace(tmp.name, path.name)  # (a writer names its file)
+        raise OutputError(f"cannot write {path}: {type(e).__name__}: {said} (any previous file there is "
+                          "unchanged)") from None
 
 
 def lock_path(path: Path) -> Path:
