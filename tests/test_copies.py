@@ -284,3 +284,42 @@ def test_rpd_copies_launched_by_graphs_have_no_size(tmp_path):
         n, ns, nbytes, sized = want[op]
         r = t[("/device:GPU:2", kind)]
         assert (r["count"], r["total_ns"], r["total_bytes"], r["unsized"]) == (n, ns, nbytes, n - sized)
+
+
+def test_copies_of_no_size_show_as_unknown_not_0_b(tmp_path):
+    """The RPD's ``hipMemsetAsync`` fill has no ``rocpd_copyapi`` row: its size is unknown
+    (``unsized`` 1, ``total_bytes`` 0 in the table). Before, the terminal and the HTML
+    report showed ``0 B``; now ``?`` (and ``≥`` before the bytes where only some are
+    unknown)."""
+    from polyprof.report.terminal import _copy_bytes
+
+    t = copies(polyprof.load(RPD))
+    r = rows(t)
+    assert r[("/device:GPU:2", "memset")]["unsized"] == 1 and r[("/device:GPU:2", "memset")]["total_bytes"] == 0
+    shown = dict(zip(t["kind"], _copy_bytes(t)))
+    assert shown["memset"] == "?" and shown["HtoD"] == "1.9 GiB"
+    part = t.with_columns(unsized=np.where(t["kind"] == "HtoD", 1, t["unsized"]))
+    assert dict(zip(part["kind"], _copy_bytes(part)))["HtoD"] == "≥1.9 GiB"
+    out = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(RPD)], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "COLUMNS": "100"})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout.split("Memory copies and fills", 1)[1].splitlines()[:8]
+    assert any("memset" in ln and "│       ? │" in ln for ln in text) and not any("0 B" in ln for ln in text), text
+    from analysis.browser import chromium
+
+    if chromium() is None:
+        return
+    import cdp  # only where Chromium is installed
+
+    html = tmp_path / "r.html"
+    subprocess.run([sys.executable, "-m", "polyprof", "report", str(RPD), "-o", str(html)], check=True,
+                   capture_output=True, timeout=300)
+    page = cdp.Page(chromium())
+    try:
+        page.open(html, "document.documentElement.getAttribute('data-tl-ready')")
+        assert page.eval("window.__errors.length") == 0
+        cells = page.eval("Array.from(document.querySelectorAll('#copies-table tr')).map(r => r.innerText)")
+        memset = [c for c in cells if "memset" in c]
+        assert len(memset) == 1 and "\t?\t" in memset[0] and "0 B" not in memset[0], cells
+    finally:
+        page.close()

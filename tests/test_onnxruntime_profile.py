@@ -69,3 +69,29 @@ def test_a_store_of_a_profile_keeps_its_steps_and_ops(tmp_path: Path) -> None:
     ops = {r["name"] for r in doc["tables"]["op_stats"]["records"]}
     assert ops == {"MatMul_0_kernel_time", "Relu_1_kernel_time"}
     assert len(doc["tables"]["step_stats"]["records"]) == 5
+
+
+CONCURRENT = DATA / "onnxruntime_profile_concurrent.json"
+
+
+def test_concurrent_runs_are_not_steps_and_every_node_counts() -> None:
+    """Runs that overlap in time (one session's ``run`` from 3 threads at once) are
+    requests, not steps: before, each was a step numbered in time order, so steps
+    overlapped (one inside another), and the warm-up skip left out the first run while
+    the window, from the next run's start, still held most of its nodes."""
+    raw = json.loads(CONCURRENT.read_text())
+    runs = sorted((e["ts"], e["ts"] + e["dur"], e["tid"]) for e in raw if e["name"] == "model_run")
+    assert len({tid for *_, tid in runs}) == 3 and any(b[0] < a[1] for a, b in zip(runs, runs[1:]))  # they overlap
+    t = polyprof.load(CONCURRENT)
+    assert len(cache.steps(t)) == 0 and not (t.kinds == Kind.STEP).any()
+    assert any("model_run events start before another has ended" in w and "on 3 thread(s)" in w
+               for w in t.metadata["warnings"])
+    out = subprocess.run([sys.executable, "-m", "polyprof", "summary", "--json", str(CONCURRENT)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert not doc["tables"]["step_stats"]["records"]
+    ops = {r["name"]: r["count"] for r in doc["tables"]["op_stats"]["records"]}
+    assert ops == {n: sum(e["name"] == n for e in raw) for n in ("MatMul_0_kernel_time", "Relu_1_kernel_time")}
+    events = {r["name"]: r["count"] for r in doc["tables"]["event_stats"]["records"]}
+    assert events["model_run"] == len(runs)  # each request still listed, with its time

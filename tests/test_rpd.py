@@ -420,3 +420,23 @@ def test_a_2d_copy_as_rpd_tracer_writes_it_is_sized(tmp_path: Path, caplog) -> N
     dtoh = list(column(t, "kind")).index("DtoH")
     assert (column(t, "count")[dtoh], column(t, "total_bytes")[dtoh], column(t, "unsized")[dtoh]) == (53, 484, 0)
     assert not [r for r in caplog.records if "left out" in r.getMessage()]
+
+
+def test_a_database_without_its_link_table_says_what_that_costs(tmp_path, caplog):
+    """Without ``rocpd_api_ops`` no op can be tied to its call (no correlation) and no
+    copy has its bytes: before, the summary said only ``unmatched 85`` and the copies'
+    2 GB were gone, with no warning."""
+    db = _edited(tmp_path, "noapi.rpd")
+    conn = sqlite3.connect(db)
+    for (view,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall():
+        conn.execute(f"DROP VIEW {view}")  # (views over the table: SQLite keeps them dangling otherwise)
+    conn.execute("DROP TABLE rocpd_api_ops")
+    conn.commit()
+    conn.close()
+    n_ops = _sql(MATMUL, "SELECT count(*) FROM rocpd_op")[0][0]
+    with caplog.at_level("WARNING", logger="polyprof"):
+        t = polyprof.load(db)
+    said = [w for w in t.metadata["warnings"] if w.startswith("no rocpd_api_ops table")]
+    assert len(said) == 1 and f"the {n_ops} GPU ops cannot be tied to the calls" in said[0]
+    assert "copies' bytes" in said[0] and "noapi.rpd: no rocpd_api_ops table" in caplog.text
+    assert "warnings" not in polyprof.load(MATMUL).metadata  # the whole file: nothing to say

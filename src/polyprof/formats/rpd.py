@@ -125,7 +125,8 @@ def _calls(conn: sqlite3.Connection, tabs: Schema, table: str, args_table: str, 
     has_args = tabs.has(table, "args_id") and tabs.has(args_table, "id", "string")
     exprs = {"id": "id", "pid": "pid", "tid": "tid", "start": "start", "end": "end", "name": "apiName_id",
              "args": "args_id" if has_args else "NULL"}
-    c = _timed(sqlite_db.read_columns(conn, table, exprs, not_null=tabs.not_null(table)), table)
+    c = _timed(sqlite_db.read_columns(conn, table, exprs, not_null=tabs.not_null(table),
+                                      required=("pid", "tid", "start", "end"), notes=notes), table)
     t, src = quote(table), f"SELECT DISTINCT apiName_id FROM {quote(table)}"
     name_of = _strings(conn, "rocpd_string", src) if tabs.has("rocpd_string", "id", "string") else {}
     uniq, inv = unique_inverse(c["name"])
@@ -188,7 +189,8 @@ def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndar
     exprs = {"id": "id", "gpu": "gpuId", "queue": "queueId", "start": "start", "end": "end",
              "desc": "description_id" if tabs.has("rocpd_op", "description_id") else "NULL",
              "type": "opType_id" if tabs.has("rocpd_op", "opType_id") else "NULL"}
-    c = _timed(sqlite_db.read_columns(conn, "rocpd_op", exprs, not_null=tabs.not_null("rocpd_op")), "rocpd_op")
+    c = _timed(sqlite_db.read_columns(conn, "rocpd_op", exprs, not_null=tabs.not_null("rocpd_op"),
+                                      required=("gpu", "queue", "start", "end"), notes=notes), "rocpd_op")
     n = len(c["start"])
     ops, apis = api_of
     at = find(ops, c["id"])
@@ -379,6 +381,11 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
     calls = [got for table, default in (("rocpd_api", rocm_trace.CAT_ROCTX), ("rocpd_hsaApi", "hsa_api"))
              if (got := _calls(conn, tabs, table, args_table, default, api_of[1], notes)) is not None]
     ops = _ops(conn, tabs, calls, api_of, notes)
+    if len(ops) and not tabs.has("rocpd_api_ops", "api_id", "op_id"):  # the link table (an empty one: as written)
+        what = "rocpd_api_ops lacks api_id or op_id" if "rocpd_api_ops" in tabs.columns else "no rocpd_api_ops table"
+        notes.append(f"{what}: the {len(ops):,} GPU ops cannot be tied to the calls that launched them (no "
+                     "correlation, launch delays or section projection), and the kernels' launch sizes and copies' "
+                     "bytes, which rocpd_kernelapi and rocpd_copyapi hold by call, are unknown")
     parts = [p for p, _ in calls] + [ops]
     processes = {int(g): rocm_trace.Process(pid=max(int(g), 0)) for p in parts for g in np.unique(p.gpid).tolist()}
     agents, queue_names = {}, {}

@@ -430,27 +430,34 @@ def _rowid_chunks(conn: sqlite3.Connection, src: str, lo: int, hi: int) -> Itera
         a = conn.execute(f"SELECT min(rowid) FROM {src} WHERE rowid > {b}").fetchone()[0]
 
 
+#: a NULL in a ``required`` column until its row is left out (no profile's time or id: -2**63 is damage too)
+NULL_MARK = -(1 << 63)
+
+
 def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str], where: str = "",
                  nulls: Mapping[str, int] | None = None, rowid: bool = True,
-                 not_null: Iterable[str] = (), wide: Iterable[str] = (), compiled: bool = True
-                 ) -> dict[str, np.ndarray]:
+                 not_null: Iterable[str] = (), wide: Iterable[str] = (), compiled: bool = True,
+                 required: Iterable[str] = (), notes: list[str] | None = None) -> dict[str, np.ndarray]:
     """Integer columns of ``table`` (``name -> SQL expression``) as int64 arrays, row by
     row aligned; NULL reads as ``nulls[name]`` (default -1). ``where`` filters rows.
     ``not_null``: columns the table declares NOT NULL (read without ``coalesce``).
     ``wide``: columns of long numbers that vary little (Nsight's ``globalTid``: 15
     digits), read as their difference from the table's first value (shorter texts).
-    A table is read in chunks of rowids; a view (or ``rowid=False``) row by row
-    (:func:`_streamed`).
+    ``required``: columns a row cannot be placed without (times, thread, device): rows
+    with NULL there are left out and counted in ``notes`` (:func:`_without_nulls`), not
+    read as -1; unchecked where declared NOT NULL or read as ``NULL`` (a missing column).
+    A table is read in chunks of rowids; a view (or ``rowid=False``) row by row (:func:`_streamed`).
     ``compiled``: the page walk where it applies (False: SQL only; tests compare them)."""
-    nulls = dict(nulls or {})
+    nulls, plain = dict(nulls or {}), set(not_null)
+    need = [n for n in dict.fromkeys(required) if n in exprs and exprs[n] not in plain and exprs[n].upper() != "NULL"]
+    nulls.update(dict.fromkeys(need, NULL_MARK))
     if compiled and rowid and not where:
         fast = sqlite_pages.columns(conn, table, exprs, nulls)
         if fast is not None:
-            return fast
+            return _without_nulls(fast, need, table, exprs, notes)
     names = list(exprs)
     if not names:
         return {}
-    plain = set(not_null)
     base: dict[str, int] = {}
     for n in wide:
         e = exprs.get(n)
@@ -463,8 +470,26 @@ def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
     out = _streamed(conn, table, sql, where) if view else \
         _chunked(conn, table, sql, where, {n: f"{table}.{e}" for n, e in exprs.items()})
     for n, k in base.items():
-        out[n] += k
-    return out
+        out[n] = np.where(out[n] == NULL_MARK, NULL_MARK, out[n] + k) if nulls.get(n) == NULL_MARK else out[n] + k
+    return _without_nulls(out, need, table, exprs, notes)
+
+
+def _without_nulls(out: dict[str, np.ndarray], need: list[str], table: str, exprs: Mapping[str, str],
+                   notes: list[str] | None) -> dict[str, np.ndarray]:
+    """``out`` without the rows holding NULL (:data:`NULL_MARK`) in a ``need`` column, said in
+    ``notes`` (else logged) by table, column and count; the readers add the file's name."""
+    gone = {n: out[n] == NULL_MARK for n in need}
+    drop = np.logical_or.reduce(list(gone.values())) if need else None
+    if drop is None or not drop.any():
+        return out
+    label = {n: ".".join(m.groups()[::-1]) if (m := _SUBQUERY.match(e)) else e.strip('"') for n, e in exprs.items()}
+    said = ", ".join(f"{label[n]} ({int(m.sum())})" for n, m in gone.items() if m.any())
+    text = f"{int(drop.sum())} row(s) of {table} left out: NULL in {said}, which they cannot be placed without"
+    (notes.append if notes is not None else log.warning)(text)
+    return {k: v[~drop] for k, v in out.items()}
+
+
+_SUBQUERY = re.compile(r'^\(SELECT "?(\w+)"? FROM "?(\w+)"?', re.I)
 
 
 def _sql(exprs: Mapping[str, str], nulls: Mapping[str, int], base: Mapping[str, int], plain: set[str]
@@ -473,7 +498,8 @@ def _sql(exprs: Mapping[str, str], nulls: Mapping[str, int], base: Mapping[str, 
     (declared NOT NULL); a ``base`` one less its base."""
     sql = {}
     for n, e in exprs.items():
-        null = int(nulls.get(n, -1)) - base.get(n, 0)
+        null = int(nulls.get(n, -1))
+        null -= base.get(n, 0) if null != NULL_MARK else 0  # (the mark stays one: read_columns adds no base to it)
         if _IDENT.match(e) and e.upper() != "NULL":
             col = f"({quote(e)} - {base[n]})" if n in base else quote(e)
             sql[n] = col if e in plain else f"coalesce({col}, {null})"

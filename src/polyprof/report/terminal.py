@@ -276,9 +276,9 @@ def _device_tables(out: Out, T: dict[str, Table], top: int, W: int, hta: bool = 
             ("changes", "changes", i, True)], 2 * top, W))
     cp, bw = T.get("copies"), (lambda x: "-" if x != x else f"{x:.0f}" if x >= 100 else f"{x:.3g}")
     if cp is not None and len(cp):  # (small: under analyze.copies.SMALL_BYTES)
-        out(_table("Memory copies and fills", cp, [
+        out(_table("Memory copies and fills", cp.with_columns(bytes_shown=_copy_bytes(cp)), [
             ("device", "device", None), ("kind", "kind", None), ("count", "count", i),
-            ("total_bytes", "bytes", fmt_size), ("total_ns", "time", fmt_ns), ("bandwidth_gbps", "GB/s", bw),
+            ("bytes_shown", "bytes", None), ("total_ns", "time", fmt_ns), ("bandwidth_gbps", "GB/s", bw),
             ("median_gbps", "median GB/s", bw, True), ("small", "< 1 MiB", i, True),
             ("pageable", "pageable", i, True)], 2 * top, W))
     ov_ = T["comm_comp_overlap"]
@@ -287,6 +287,16 @@ def _device_tables(out: Out, T: dict[str, Table], top: int, W: int, hta: bool = 
         out(_table("Communication / compute overlap", ov_, [
             ("plane", "device", None), ("communication_ns", "communication", fmt_ns),
             ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W, comm))
+
+
+def _copy_bytes(cp: Table) -> np.ndarray:
+    """The copies table's bytes as shown: ``?`` for a row whose copies all have no size
+    (an RPD fill without its rocpd_copyapi row, rocprofv3's copies without a size column:
+    unknown, not 0 B), ``≥`` before the bytes of a row where only some have one."""
+    nbytes, n = column(cp, "total_bytes"), column(cp, "count")
+    unsized = column(cp, "unsized") if "unsized" in labels(cp) else np.zeros(len(cp), np.int64)
+    return np.array(["?" if u >= c and c else ("≥" if u else "") + fmt_size(b)
+                     for b, c, u in zip(nbytes.tolist(), n.tolist(), unsized.tolist())], object)
 
 
 def _op_tables(out: Out, T: dict[str, Table], top: int, W: int, has_device: bool) -> None:

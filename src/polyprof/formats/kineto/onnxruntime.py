@@ -15,6 +15,14 @@ After the Trace is built, :func:`classify` makes each ``model_run`` a step (cate
 and each ``_kernel_time`` node a framework op (``cpu_op``: the operator tables and the
 ops' device time). Names and times stay the file's. A file is onnxruntime's when it has
 ``model_run`` events of category ``Session`` (:func:`is_onnxruntime`).
+
+Runs that overlap in time (``run`` called from several threads at once, as an inference
+server does) are concurrent requests, not steps: steps follow one another (the analysed
+window runs from a step's start to a later one's end; the first is left out as the
+warm-up), which overlapping runs do not. Then no run is a step: the whole profile is
+analysed, nothing is left out, the runs keep category ``Session`` (the events table
+lists them), and a warning says why. Each group of overlapping runs as one step was not
+taken: where such groups end depends on chance gaps between requests.
 """
 
 from __future__ import annotations
@@ -23,12 +31,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ... import logs
 from ...trace import keys
+from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
+from ...trace.sorting import unique
 from ...trace.stats import StatColumn
 
 if TYPE_CHECKING:
     from .collector import _Collector
+
+log = logs.kept(__name__)
 
 SESSION, NODE, RUN = "Session", "Node", "model_run"
 KERNEL_SUFFIX = "_kernel_time"
@@ -51,8 +64,8 @@ def is_onnxruntime(trace: Trace) -> bool:
 
 
 def classify(trace: Trace) -> None:
-    """Steps of the ``model_run`` events, framework ops of the ``_kernel_time`` nodes
-    (module doc); the trace's own step stat, if it has one, is kept."""
+    """Steps of the ``model_run`` events unless they overlap, framework ops of the
+    ``_kernel_time`` nodes (module doc); the trace's own step stat, if it has one, is kept."""
     ev = trace.events
     runs = np.flatnonzero((ev["name"] == trace.string_id(RUN)) & (ev["category"] == trace.string_id(SESSION))
                           & (ev["dur_ns"] > 0))
@@ -64,7 +77,22 @@ def classify(trace: Trace) -> None:
             ev["category"][ops] = trace.intern(keys.CAT_CPU_OP)
     if len(runs) and keys.STEP not in trace.stats:
         runs = runs[np.argsort(ev["start_ns"][runs], kind="stable")]
+        ends = np.maximum.accumulate(ev["start_ns"][runs] + ev["dur_ns"][runs])
+        inside = int(np.count_nonzero(ev["start_ns"][runs][1:] < ends[:-1]))  # runs starting before one ended
+        if inside:
+            _concurrent(trace, len(runs), inside, len(unique(ev["track"][runs])))
+            runs = runs[:0]  # (none a step)
+    if len(runs) and keys.STEP not in trace.stats:
         ev["category"][runs] = trace.intern(keys.CAT_STEP)
         order = np.argsort(runs, kind="stable")  # the stat's rows ascending, numbered by time
         trace.stats[keys.STEP] = StatColumn(runs[order], np.arange(len(runs), dtype=np.int64)[order])
     trace.__dict__.pop("kinds", None)  # (cached from the categories)
+
+
+def _concurrent(trace: Trace, runs: int, inside: int, threads: int) -> None:
+    """Say in the trace's warnings (and the log) that its runs overlap: not steps."""
+    note = (f"onnxruntime: {inside} of its {runs} model_run events start before another has ended (concurrent "
+            f"InferenceSession.run calls, on {threads} thread(s)): requests, not steps, so none is a step; the "
+            "whole profile is analysed and no warm-up step left out (the runs are Session events)")
+    log.warning("%s", note)
+    trace.metadata[mkeys.WARNINGS] = [*trace.metadata.get(mkeys.WARNINGS, []), note]

@@ -40,14 +40,14 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
     notes: list[str] = []
 
     def runtime() -> tables.Part | None:
-        part, dropped = tables.api_calls(conn, ex, strings)
+        part, dropped = tables.api_calls(conn, ex, strings, notes)
         if dropped:
             info.append(f"{dropped} CUDA API rows of another event class repeat a call already read "
                         "(same correlation id) and are left out")
         return part
 
     def marks() -> tables.Part | None:
-        part, unended = tables.nvtx(conn, ex, strings)
+        part, unended = tables.nvtx(conn, ex, strings, notes)
         if unended:
             notes.append(f"nsys: {unended} NVTX ranges never ended and are left out")
         return part
@@ -55,9 +55,9 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
     readers: list[Callable[[], tables.Part | None]] = [
         runtime, lambda: tables.kernels(conn, ex, strings), lambda: tables.copies(conn, ex, notes),
         lambda: tables.fills(conn, ex, notes), lambda: tables.syncs(conn, ex), marks,
-        lambda: tables.os_calls(conn, ex, strings),
-        lambda: tables.graph_table(conn, ex, strings, schema.GRAPH),
-        lambda: tables.graph_table(conn, ex, strings, schema.GRAPH_NODE),
+        lambda: tables.os_calls(conn, ex, strings, notes),
+        lambda: tables.graph_table(conn, ex, strings, schema.GRAPH, notes),
+        lambda: tables.graph_table(conn, ex, strings, schema.GRAPH_NODE, notes),
         lambda: strings.note_missing(notes)]  # (after every reader that names rows)
     unread = ex.unread()
     if unread:

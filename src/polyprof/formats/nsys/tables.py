@@ -25,6 +25,11 @@ from ..parts import Part, pair_keys, zeros, triples, combined_names as _combined
 
 #: columns of 15-digit ids that vary little (process << 24 | thread), read as differences
 _WIDE = ("globalTid", "globalPid")
+#: what a host event cannot be placed without: its thread (``globalTid``, nullable in
+#: Nsight's schema; NULL read as -1 made a process of its own, thread 16777215). A row
+#: without it is left out and counted (sqlite_db.read_columns' ``required``). A device
+#: row's NULL ``globalPid`` is not: it takes its launch's process (build.fill_process)
+HOST_KEYS = ("globalTid",)
 
 #: the API version suffix Nsight keeps on runtime names (``cudaMemcpy_v3020``)
 _VERSION = re.compile(r"_v\d+$")
@@ -318,10 +323,12 @@ def _repeats(c: dict[str, np.ndarray], ours: np.ndarray, other: np.ndarray) -> n
     return dup
 
 
-def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part | None, int]:
+def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings, notes: list[str]) -> tuple[Part | None, int]:
     """CUDA runtime and driver calls; also the number of rows left out as copies of a call
     already read (Nsight 2022 adds a row of another event class, with the call's
-    backtrace, for some calls: same correlation id, a slightly wider span)."""
+    backtrace, for some calls: same correlation id, a slightly wider span). A row with
+    no thread (``globalTid`` NULL: the schema allows it) is left out, said in ``notes``
+    (as in every host table: :data:`HOST_KEYS`)."""
     t = S.RUNTIME
     if not ex.has(t, *S.NEEDS[t]):
         return None, 0
@@ -331,7 +338,7 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
     nn = ex.tables.not_null(t)
     if ex.has(t, "eventClass"):
         exprs["eventClass"] = "eventClass"
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=nn, wide=_WIDE)
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=nn, wide=_WIDE, required=HOST_KEYS, notes=notes)
     if "eventClass" in c:
         # a call of another class that repeats a runtime/driver call already read is left
         # out (runtime/driver rows first)
@@ -361,7 +368,7 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
     return _host_part(t, c, names, category, stats, c["correlationId"]), dropped
 
 
-def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part | None, int]:
+def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings, notes: list[str]) -> tuple[Part | None, int]:
     """NVTX push/pop and start/end ranges (sections) and marks; also the number of
     ranges left out because they never ended."""
     t = S.NVTX
@@ -375,7 +382,8 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     exprs.update(_opt(ex, t, "textId", "domainId"))
     if ex.has(t, "text"):
         exprs["rowid"] = "rowid"
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE, required=HOST_KEYS,
+                               notes=notes)
     # every row's inline text (code 0: none), domain registrations' among them
     text, tvals = np.zeros(len(c["start"]), np.int64), [""]
     if ex.has(t, "text"):
@@ -426,11 +434,12 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
 
 
 def _named_host(conn: sqlite3.Connection, ex: Export, strings: Strings, table: str, category: str,
-                extra: tuple[str, ...] = ()) -> Part | None:
+                notes: list[str], extra: tuple[str, ...] = ()) -> Part | None:
     if not ex.has(table, *S.NEEDS[table]):
         return None
     exprs = _opt(ex, table, *S.NEEDS[table], *S.OPTIONAL[table], *extra)  # without nameId: said (build.py)
-    c = sqlite_db.read_columns(conn, table, exprs, not_null=ex.tables.not_null(table), wide=_WIDE)
+    c = sqlite_db.read_columns(conn, table, exprs, not_null=ex.tables.not_null(table), wide=_WIDE,
+                               required=HOST_KEYS, notes=notes)
     n = len(c["start"])
     stats: dict[str, Any] = {}
     for col in extra:
@@ -441,10 +450,10 @@ def _named_host(conn: sqlite3.Connection, ex: Export, strings: Strings, table: s
     return _host_part(table, c, names, _one(n, category), stats)
 
 
-def os_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | None:
-    return _named_host(conn, ex, strings, S.OSRT, CAT_OSRT)
+def os_calls(conn: sqlite3.Connection, ex: Export, strings: Strings, notes: list[str]) -> Part | None:
+    return _named_host(conn, ex, strings, S.OSRT, CAT_OSRT, notes)
 
 
-def graph_table(conn: sqlite3.Connection, ex: Export, strings: Strings, table: str) -> Part | None:
+def graph_table(conn: sqlite3.Connection, ex: Export, strings: Strings, table: str, notes: list[str]) -> Part | None:
     """CUDA_GRAPH_EVENTS or CUDA_GRAPH_NODE_EVENTS."""
-    return _named_host(conn, ex, strings, table, CAT_GRAPH, ("graphNodeId", "graphExecId"))
+    return _named_host(conn, ex, strings, table, CAT_GRAPH, notes, ("graphNodeId", "graphExecId"))

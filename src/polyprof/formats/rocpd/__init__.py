@@ -42,12 +42,14 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
     agents: dict[tuple[int, int], rocm_trace.Agent] = {}
     queue_names: dict[tuple[int, int, int], str] = {}
     versions, unread = [], []
+    notes: list[str] = []  # warnings: rows left out, or named by their ids (tables.Info.notes)
     for i, run in enumerate(runs):
         info = tables.Info(conn, run, i)
         for read_part in (tables.kernels, tables.copies, tables.regions):
             p = read_part(conn, info)
             if p is not None:
                 parts.append(p)
+        notes += info.notes
         processes.update(info.processes)
         agents.update(info.agents)
         queue_names.update(info.queue_names)
@@ -60,6 +62,10 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
     md = {"clock": "rocprofiler-sdk timestamps (ns)",
           "rocpd": {"runs": len(runs), "schema_versions": versions,
                     "layout": "4.x (tracks)" if runs[0].tracked else "3.x", "tables_not_read": sorted(unread)}}
+    if notes:
+        md["warnings"] = notes
+        for note in notes:
+            log.warning("%s: %s", path, note)
     return rocm_trace.build(parts, processes, agents, queue_names, md, path.name)
 
 

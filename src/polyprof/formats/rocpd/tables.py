@@ -46,6 +46,7 @@ class Info:
 
     def __init__(self, conn: sqlite3.Connection, run: Run, index: int):
         self.run, self.base = run, index << 32
+        self.notes: list[str] = []  # warnings (the reader names the file)
         hosts = {i: str(d.get("hostname") or "") for i, d in _rows(conn, run, "rocpd_info_node", ["hostname"])}
         self.processes: dict[int, rocm_trace.Process] = {}
         for i, d in _rows(conn, run, "rocpd_info_process", ["pid", "nid", "command", "name"]):
@@ -93,9 +94,19 @@ class Info:
         uniq, inv = unique_inverse(thread_rows)
         return np.array([self.thread_tid.get(int(u), int(u)) for u in uniq.tolist()], np.int64)[inv]
 
-    def names(self, ids: np.ndarray, table: dict[int, str], clean: Any = None) -> tuple[np.ndarray, list[str]]:
+    def names(self, ids: np.ndarray, table: dict[int, str], clean: Any = None, rows: str = "",
+              of: str = "rocpd_string", what: str = "string") -> tuple[np.ndarray, list[str]]:
+        """(code per id, names) of ids into ``table`` (rows of ``of``); an id it lacks is
+        named ``[<what> N]``, NULL ``[no <what>]``, the rows counted in the notes (``rows``:
+        their table)."""
         uniq, inv = unique_inverse(ids)
-        vals = [table.get(int(u), f"[string {int(u)}]") for u in uniq.tolist()]
+        vals = [table.get(u, f"[{what} {u}]" if u >= 0 else f"[no {what}]") for u in uniq.tolist()]
+        lost = [k for k, u in enumerate(uniq.tolist()) if u not in table]
+        if lost:
+            shown = ", ".join("NULL" if u < 0 else str(u) for u in uniq[lost[:5]].tolist()) + (", ..." * (len(lost) > 5))
+            self.notes.append(f"{int(np.isin(inv, lost).sum())} row(s) of {rows or 'a table'} hold a {what} id that "
+                              f"{of} lacks, or NULL ({shown}; a damaged file): named [{what} N] by the id, "
+                              f"[no {what}] where NULL")
         return inv.astype(np.int64), [clean(v) for v in vals] if clean else vals
 
 
@@ -110,10 +121,12 @@ def kernels(conn: sqlite3.Connection, info: Info) -> Part | None:
               "workgroup_size_z", "group_segment_size", "private_segment_size"):
         if run.has(base, col):
             exprs[col] = col
-    c = sqlite_db.read_columns(conn, run.t(base), exprs, not_null=run.schema.not_null(run.t(base)))
+    c = sqlite_db.read_columns(conn, run.t(base), exprs, not_null=run.schema.not_null(run.t(base)),
+                               required=("start", "end", "pid", "agent", "queue"), notes=info.notes)
     n = len(c["start"])
     codes, vals = info.names(c["kernel_id"], {i: str(d.get("display_name") or d.get("kernel_name") or f"kernel {i}")
-                                             for i, d in info.symbols.items()})
+                                             for i, d in info.symbols.items()}, rows=run.t(base),
+                             of=run.t("rocpd_info_kernel_symbol"), what="kernel symbol")
     stats: dict[str, Any] = {}
     set_stat(stats, keys.CORRELATION_ID, c["corr"])
     set_stat(stats, keys.STREAM, c["stream"])
@@ -147,10 +160,17 @@ def copies(conn: sqlite3.Connection, info: Info) -> Part | None:
              "src": "src_agent_id" if run.has(base, "src_agent_id") else "NULL",
              "size": "size" if run.has(base, "size") else "NULL",
              "name_id": "name_id" if run.has(base, "name_id") else "NULL"}
-    c = sqlite_db.read_columns(conn, run.t(base), exprs, not_null=run.schema.not_null(run.t(base)))
-    n = len(c["start"])
+    c = sqlite_db.read_columns(conn, run.t(base), exprs, not_null=run.schema.not_null(run.t(base)),
+                               required=("start", "end", "pid"), notes=info.notes)
     on = np.where(np.isin(c["dst"], list(info.gpu)), c["dst"], c["src"])
-    codes, vals = info.names(c["name_id"], info.strings, rocm_trace.copy_name)
+    if (on < 0).any():  # neither agent known (NULL): on no device
+        info.notes.append(f"{int((on < 0).sum())} row(s) of {run.t(base)} left out: NULL in src_agent_id, and "
+                          "dst_agent_id names no GPU, so they are on no device")
+        c = {k: v[on >= 0] for k, v in c.items()}
+        on = on[on >= 0]
+    n = len(c["start"])
+    codes, vals = info.names(c["name_id"], info.strings, rocm_trace.copy_name, rows=run.t(base),
+                             of=run.t("rocpd_string")) if run.has(base, "name_id") else (np.zeros(n, np.int64), ["Memcpy"])
     stats: dict[str, Any] = {"dst agent": c["dst"], "src agent": c["src"]}
     set_stat(stats, keys.BYTES, c["size"])
     set_stat(stats, keys.CORRELATION_ID, c["corr"])
@@ -166,8 +186,9 @@ def regions(conn: sqlite3.Connection, info: Info) -> Part | None:
         return None
     exprs = {"start": "start", "end": "end", "name_id": "name_id", "pid": run.where(base, "pid"),
              "tid": run.where(base, "tid"), "corr": run.correlation(base), "category": run.category(base)}
-    c = sqlite_db.read_columns(conn, run.t(base), exprs, not_null=run.schema.not_null(run.t(base)))
-    codes, vals = info.names(c["name_id"], info.strings)
+    c = sqlite_db.read_columns(conn, run.t(base), exprs, not_null=run.schema.not_null(run.t(base)),
+                               required=("start", "end", "pid", "tid"), notes=info.notes)
+    codes, vals = info.names(c["name_id"], info.strings, rows=run.t(base), of=run.t("rocpd_string"))
     cat_ids, inv = unique_inverse(c["category"])
     kind = [info.categories.get(int(i), "") for i in cat_ids.tolist()]
     marker = np.array([k.startswith("MARKER_") for k in kind], bool)[inv.ravel()]
