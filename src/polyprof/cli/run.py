@@ -46,7 +46,7 @@ from ..collect import options
 from ..collect.output import not_ours, per_rank, written_line
 from .thread_end import end_threads, reopened
 from .. import logs
-from . import own_output, script_exec
+from . import own_output, script_exec, script_modules
 from .common import (Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, error_line, plugin_list,
                      print_summary, refuse_over_inputs)
 
@@ -104,11 +104,15 @@ def _die_like(signum: int) -> None:
 
 def run_script(target: str, args: list[str], module: bool = False, keep: bool = False) -> int:
     """Run the script as __main__; return the exit code it would have had. ``keep``: the
-    script's ``sys.argv`` and ``sys.path`` stay (for its threads and ``atexit`` callbacks)."""
+    script's ``sys.argv``, ``sys.path`` and modules stay (for its threads and ``atexit``
+    callbacks); otherwise polyprof's are back."""
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [target, *args]
-    # as python does: the script's directory, or (-m) the current directory, comes first
-    sys.path.insert(0, os.getcwd() if module else str(Path(target).resolve().parent))
+    # as python does: the script's directory, or (-m) the current directory, comes first,
+    # and its modules are the script's, not those polyprof imported (cli/script_modules.py)
+    first = os.getcwd() if module else str(Path(target).resolve().parent)
+    sys.path.insert(0, first)
+    shadowed = script_modules.take_out(first)
     try:
         with script_exec.script_at_stack_bottom(None if module else target), signals.hidden(_on_signal):
             if module:
@@ -135,6 +139,8 @@ def run_script(target: str, args: list[str], module: bool = False, keep: bool = 
         if not keep:
             sys.argv = old_argv
             sys.path[:] = old_path
+            if shadowed is not None:
+                shadowed.restore()
 
 
 #: where the frames of the launcher (this module, runpy, script_exec) beneath the script's come from
@@ -338,17 +344,18 @@ def _ended(code: int, ends: bool) -> int:
 
 @contextmanager
 def _as_polyprof(own: tuple[list[str], list[str]], ends: bool) -> Iterator[None]:
-    """polyprof's own ``sys.argv`` and ``sys.path`` while it stops and sums up after a
-    script that keeps its own to the end (``ends``), with ``threading``'s and
-    ``concurrent.futures``' shutdown flags cleared (``thread_end.reopened``); the
-    script's back after, for its ``atexit`` callbacks."""
+    """polyprof's own ``sys.argv``, ``sys.path`` and modules (cli/script_modules.py) while
+    it stops and sums up after a script that keeps its own to the end (``ends``), with
+    ``threading``'s and ``concurrent.futures``' shutdown flags cleared
+    (``thread_end.reopened``); the script's back after, for its ``atexit`` callbacks."""
     if not ends:
         yield
         return
     script = sys.argv, list(sys.path)
     sys.argv, sys.path[:] = own[0], own[1]
+    shadowed = script_modules.current()
     try:
-        with reopened():
+        with reopened(), (shadowed.polyprofs_back() if shadowed is not None else nullcontext()):
             yield
     finally:
         sys.argv, sys.path[:] = script[0], script[1]
