@@ -48,3 +48,26 @@ def test_every_range_valid_against_brute_force(n: int) -> None:
     valid, mn, mx = RangeMinMax(v, v + 5).query(lo, hi)
     assert valid.all()
     assert [(a, b) for a, b in zip(mn, mx)] == [(v[a:b].min(), v[a:b].max() + 5) for a, b in zip(lo, hi)]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 16])
+@pytest.mark.parametrize("some_empty", [False, True])
+def test_a_query_in_chunks_answers_as_one(monkeypatch: pytest.MonkeyPatch, chunk: int, some_empty: bool) -> None:
+    """The query answers :data:`_QUERY_CHUNK` ranges at a time (what it holds besides its
+    answer is a chunk's): any chunk size, with and without empty ranges, against brute force."""
+    from polyprof.derive import intervals
+
+    monkeypatch.setattr(intervals, "_QUERY_CHUNK", chunk)
+    rng = np.random.default_rng(chunk + some_empty)
+    n, m = 2000, 1500
+    v = rng.integers(-(1 << 40), 1 << 40, n)
+    lo = rng.integers(0, n, m)
+    hi = np.minimum(lo + 1 + np.where(rng.random(m) < 0.5, rng.integers(0, 40, m), rng.integers(0, n, m)), n)
+    if some_empty:
+        hi[::13] = lo[::13]
+        hi[5:60] = lo[5:60]  # (whole chunks without a valid range where they are small)
+    valid, mn, mx = RangeMinMax(v, v + 3).query(lo, hi)
+    assert np.array_equal(valid, hi > lo)
+    want_mn = np.array([v[a:b].min() if b > a else 0 for a, b in zip(lo, hi)])
+    want_mx = np.array([v[a:b].max() + 3 if b > a else 0 for a, b in zip(lo, hi)])
+    assert np.array_equal(mn, want_mn) and np.array_equal(mx, want_mx)

@@ -86,16 +86,20 @@ def temporal_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     span = int((we - ws).sum())
     rows, stream_row, device_row = _group_rows(v)
     n = len(rows)
-    group = np.concatenate([stream_row, device_row])  # each activity on its stream's row and its device's
-    start, end, cls = (np.concatenate([a, a]) for a in (v.start, v.end, v.cls))
-    comp = cls == COMPUTE
-    busy_ns, compute_ns, hit = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(len(group), bool)
+    comp = np.flatnonzero(v.cls == COMPUTE)
+    c_start, c_end = v.start[comp], v.end[comp]
+    busy_ns, compute_ns, hit = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(len(v.start), bool)
     for a, b in zip(ws.tolist(), we.tolist()):  # (the stretches: one, or a schedule's few cycles)
-        busy_ns += covered_lengths(group, start, end, n, a, b)
-        compute_ns += covered_lengths(group[comp], start[comp], end[comp], n, a, b)
-        hit |= (end > a) & (start < b)
-    busy, compute = busy_ns.tolist(), compute_ns.tolist()
-    inside = np.bincount(group[hit], minlength=n).tolist()
+        hit |= (v.end > a) & (v.start < b)
+    counts = np.zeros(n, np.int64)
+    # each activity on its stream's row, then on its device's: the two passes apart (their
+    # groups are disjoint), each holding one copy of the activities, not two
+    for group in (stream_row, device_row):
+        for a, b in zip(ws.tolist(), we.tolist()):
+            busy_ns += covered_lengths(group, v.start, v.end, n, a, b)
+            compute_ns += covered_lengths(group[comp], c_start, c_end, n, a, b)
+        counts += np.bincount(group[hit], minlength=n)
+    busy, compute, inside = busy_ns.tolist(), compute_ns.tolist(), counts.tolist()
     out = [(trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS,
             track, t0, span, compute[i], busy[i] - compute[i], span - busy[i], busy[i], inside[i])
            for i, (plane, track) in enumerate(rows)]
@@ -201,35 +205,12 @@ def _idle_rows(trace: Trace, v: DeviceView, launch_start: np.ndarray, kernel_wai
     n, width = len(rows), t1 - t0 + 1
     if width <= 0 or n * width >= GROUPS_LIMIT:
         return None
-    group = np.concatenate([stream_row, device_row])
-    act = np.tile(np.arange(len(v.rows)), 2)
-    inside = (v.end[act] > t0) & (v.start[act] < t1)
-    group, act = group[inside], act[inside]
-    origin = group * width  # where each group's t0 lies
-    s = np.minimum(np.maximum(v.start[act], t0), t1) - t0 + origin  # np.clip, without its wrapper
-    e = np.minimum(np.maximum(v.end[act], t0), t1) - t0 + origin
-    order = np.argsort(s, kind="stable")
-    group, act, s, e, origin = group[order], act[order], s[order], e[order], origin[order]
-    reach = np.maximum.accumulate(e) if len(e) else e
-    first = np.ones(len(group), bool)
-    np.not_equal(group[1:], group[:-1], out=first[1:])
-    prev_end = np.concatenate([[0], reach[:-1]]).astype(np.int64)
-    prev_end[first] = origin[first]
-    gap = s - prev_end
-    g = np.flatnonzero(gap > 0)
-    gl, gg = gap[g], group[g]
-    ls = launch_start[act[g]]
-    known = ls >= 0
-    is_host = known & (ls >= prev_end[g] - origin[g] + t0)
-    is_kern = known & ~is_host & (gl <= kernel_wait_max_ns)
-    is_other = ~is_host & ~is_kern
-    host = sums(gg[is_host], gl[is_host], n)
-    kern = sums(gg[is_kern], gl[is_kern], n)
-    other = sums(gg[is_other], gl[is_other], n)
-    gaps = np.bincount(gg, minlength=n)
-    last = np.append(first[1:], True) if len(group) else first
+    host, kern, other, gaps = (np.zeros(n, np.int64) for _ in range(4))
     tail = np.full(n, t1 - t0, np.int64)  # a group without activity inside: idle throughout
-    tail[group[last]] = origin[last] + (t1 - t0) - reach[last]
+    # each activity on its stream's row, then on its device's: the two passes apart (their
+    # groups are disjoint), each holding one copy of the activities, not two
+    for group in (stream_row, device_row):
+        _idle_sums(v, group, launch_start, kernel_wait_max_ns, t0, t1, (host, kern, other, gaps, tail))
     other = other + np.maximum(tail, 0)
     gaps = gaps + (tail > 0)
     out = []
@@ -238,6 +219,45 @@ def _idle_rows(trace: Trace, v: DeviceView, launch_start: np.ndarray, kernel_wai
         out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS, track,
                     h + k + o, h, k, o, int(gaps[i])))
     return out
+
+
+def _idle_sums(v: DeviceView, group: np.ndarray, launch_start: np.ndarray, kernel_wait_max_ns: int, t0: int,
+               t1: int, out: tuple[np.ndarray, ...]) -> None:
+    """Into ``out`` (host-wait, kernel-wait and other ns, gaps, and the idle tail, per
+    group; the groups laid end to end, ``group_unions.py``) the idle gaps over ``[t0, t1)``
+    of the activities in the groups ``group``, each array let go once read."""
+    host, kern, other, gaps, tail = out
+    n, width = len(tail), t1 - t0 + 1
+    act = np.flatnonzero((v.end > t0) & (v.start < t1))
+    s = np.minimum(np.maximum(v.start[act], t0), t1) - t0 + group[act] * width  # np.clip, without its wrapper
+    order = np.argsort(s, kind="stable")
+    act = act[order]
+    s = s[order]
+    del order
+    group = group[act]  # ascending: each group's span lies past the last one's
+    reach = np.minimum(np.maximum(v.end[act], t0), t1) - t0 + group * width
+    np.maximum.accumulate(reach, out=reach)
+    first = np.ones(len(group), bool)
+    np.not_equal(group[1:], group[:-1], out=first[1:])
+    prev_end = np.empty(len(s), np.int64)
+    prev_end[1:] = reach[:-1]
+    prev_end[first] = group[first] * width
+    gap = np.subtract(s, prev_end, out=s)
+    g = np.flatnonzero(gap > 0)
+    gl, gg = gap[g], group[g]
+    ls = launch_start[act[g]]
+    del gap, s, act
+    known = ls >= 0
+    is_host = known & (ls >= prev_end[g] - gg * width + t0)
+    del prev_end, ls
+    is_kern = known & ~is_host & (gl <= kernel_wait_max_ns)
+    is_other = ~is_host & ~is_kern
+    host += sums(gg[is_host], gl[is_host], n)
+    kern += sums(gg[is_kern], gl[is_kern], n)
+    other += sums(gg[is_other], gl[is_other], n)
+    gaps += np.bincount(gg, minlength=n)
+    last = np.append(first[1:], True) if len(group) else first
+    tail[group[last]] = group[last] * width + (t1 - t0) - reach[last]
 
 
 def _idle_rows_one_by_one(trace: Trace, v: DeviceView, launch_start: np.ndarray,
@@ -370,12 +390,16 @@ def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> Table:
     at = np.searchsorted(planes, v.plane).astype(np.int64) * 3
     cm, cp = v.cls == COMMUNICATION, v.cls == COMPUTE
     # per device, three groups: communication, compute, and either (their union's length
-    # gives the overlap: |A| + |B| - |A u B|, as intersect_len has it)
-    group = np.concatenate([at[cm], at[cp] + 1, at[cm | cp] + 2])
-    start, end = (np.concatenate([a[cm], a[cp], a[cm | cp]]) for a in (v.start, v.end))
+    # gives the overlap: |A| + |B| - |A u B|, as intersect_len has it); each kind of group
+    # apart (they are disjoint), so that one copy of the activities is held, not three
     ws, we = analysed_stretches(trace, window)  # (one, or a schedule's few cycles: what is between them is left out)
-    lengths = sum((covered_lengths(group, start, end, 3 * len(planes), a, b) for a, b in zip(ws.tolist(), we.tolist())),
-                  np.zeros(3 * len(planes), np.int64)).reshape(-1, 3).tolist()
+    total = np.zeros(3 * len(planes), np.int64)
+    for k, sel in enumerate((cm, cp, cm | cp)):
+        group, start, end = at[sel] + k, v.start[sel], v.end[sel]
+        for a, b in zip(ws.tolist(), we.tolist()):
+            total += covered_lengths(group, start, end, 3 * len(planes), a, b)
+        del group, start, end
+    lengths = total.reshape(-1, 3).tolist()
     out = [(trace.planes[int(plane)].name, comm, comp, comm + comp - either)
            for plane, (comm, comp, either) in zip(planes.tolist(), lengths)]
     cols = {c: np.array([r[i] for r in out], object if i == 0 else np.int64)

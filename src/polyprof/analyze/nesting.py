@@ -25,10 +25,11 @@ def parents(track: np.ndarray, start: np.ndarray, end: np.ndarray,
     one loop in C (``_nest.depths``) where built and ``compiled``; else the ends sorted,
     searched and a pass per level in NumPy (the same arrays, tests/test_nesting_depth.py)."""
     if _nest is not None and compiled:
-        track, start, end = (np.asarray(a, np.int64) for a in (track, start, end))
-        order = _nonempty_order(track, start, end)
+        cols = [track, start, end]
+        del track, start, end
+        order, sorted_cols = _sorted(cols)
         depth, parent = np.empty(len(order), np.int64), np.empty(len(order), np.int64)
-        _nest.depths(track[order], start[order], end[order], depth, parent)
+        _nest.depths(*sorted_cols, depth, parent)
         return order, depth, parent
     order, _, depth = nesting_depth(track, start, end)
     parent = np.full(len(order), -1, np.int64)
@@ -45,6 +46,16 @@ def parents(track: np.ndarray, start: np.ndarray, end: np.ndarray,
             p = np.searchsorted(par, ch) - 1
             parent[ch[p >= 0]] = par[p[p >= 0]]
     return order, depth, parent
+
+
+def _sorted(cols: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """:func:`_nonempty_order` of the spans' ``cols`` (track, start, end), and those in
+    that order as int64, each let go once gathered (``cols`` is emptied: a caller's
+    temporaries then do not outlive the sort, the peak of ``op_stats``' nesting,
+    docs/benchmarks.md "Whole-process scale")."""
+    cols[:] = [np.asarray(a, np.int64) for a in cols]
+    order = _nonempty_order(*cols)
+    return order, [cols.pop(0)[order] for _ in range(3)]
 
 
 def _nonempty_order(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -66,32 +77,40 @@ def parents_and_after(track: np.ndarray, start: np.ndarray, end: np.ndarray
     otherwise)."""
     if _nest is None:
         return (*parents(track, start, end), None)
-    track, start, end = (np.asarray(a, np.int64) for a in (track, start, end))
-    order = _nonempty_order(track, start, end)
+    cols = [track, start, end]
+    del track, start, end
+    order, sorted_cols = _sorted(cols)
     depth, parent, after = (np.empty(len(order), np.int64) for _ in range(3))
-    _nest.depths(track[order], start[order], end[order], depth, parent, after)
+    _nest.depths(*sorted_cols, depth, parent, after)
     return order, depth, parent, after
 
 
-def of_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def of_rows(trace: Trace, rows: np.ndarray, keep: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`parents` of the events ``rows`` (ascending) on their OS threads
     (``cache.threads``), made once per trace for each set of rows: looked up by their
-    count and ends, then compared whole with the rows kept (the caller's array itself, no
-    copy: a key of the rows' own bytes kept 8 bytes per row for the rest of the command;
-    a digest would import hashlib into every summary)."""
+    count and ends, then compared whole with the rows kept. Kept compact for the rest of
+    the command: the rows, order, depths and parents as int32 where the trace's rows fit
+    (16 bytes per row, not 32; a digest of the rows would import hashlib into every
+    summary), and handed out so. ``keep=False``: looked up, but what is made is not kept
+    (handed out as :func:`parents` gives it) for a caller that knows no later one asks for
+    these rows: a million-event summary held 20 MB of nesting through every analysis after
+    ``op_stats`` that way (docs/benchmarks.md "Whole-process scale")."""
     store: dict[tuple[int, int, int], list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]]] = \
         cache.memo(trace, "nesting", lambda t: {})
     rows = np.asarray(rows, np.int64)
     n = len(rows)
     key = (n, int(rows[0]) if n else -1, int(rows[-1]) if n else -1)
-    kept = store.setdefault(key, [])
+    kept = store.get(key, [])
     for seen, found in kept:
-        if seen is rows or np.array_equal(seen, rows):
+        if np.array_equal(seen, rows):
             return found
     ev = trace.events
     start = np.asarray(ev["start_ns"][rows], np.int64)
     found = parents(cache.threads(trace)[ev["track"][rows]], start, start + np.asarray(ev["dur_ns"][rows], np.int64))
-    kept.append((rows, found))
+    if keep:
+        small = np.int32 if trace.n_events < 1 << 31 else np.int64
+        found = (found[0].astype(small), found[1].astype(small), found[2].astype(small))
+        store.setdefault(key, []).append((rows.astype(small), found))
     return found
 
 

@@ -54,9 +54,9 @@ def op_stats(trace: Trace, window: WindowArg = None) -> Table:
     threads = cache.threads(trace)
     st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], threads[ev["track"][ops]]
     rt = trace.rows_of_kind(Kind.RUNTIME)
-    one = _one_nesting(trace, ops, rt)
-    into = merged_into(tr, st, st + du, ev["name"][ops]) if one is None else one[0]
     corr = cache.correlation(trace)
+    one = _one_nesting(trace, ops, rt, not bool((corr.launch >= 0).any()))
+    into = merged_into(tr, st, st + du, ev["name"][ops]) if one is None else one[0]
     direct = np.zeros(len(ops), np.int64)
     has = corr.op >= 0
     if has.any():
@@ -137,23 +137,30 @@ def _merge_chains(order: np.ndarray, parent: np.ndarray, op: np.ndarray, name: n
     return up
 
 
-def _one_nesting(trace: Trace, ops: np.ndarray, rt: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _one_nesting(trace: Trace, ops: np.ndarray, rt: np.ndarray,
+                 keep: bool = True) -> tuple[np.ndarray, np.ndarray] | None:
     """(``merged_into`` of the ``ops``, and per op the time of its direct children once
     the merged ops are left out: ops and runtime calls, as ``child_time`` of the kept ops
     and the runtime calls ``rt`` gives it) from one nesting of the ops and runtime calls
-    together (in row order, ``nesting.of_rows``: the critical path's too). None where they
+    together (in row order, ``nesting.of_rows``: the critical path's too, of a window of
+    host calls alone; ``keep``: whether it is kept for it, where no call launched device
+    work, as on a TPU's host). None where they
     do not nest (a span outlasting its parent) or a runtime call holds an op (as where a
     call comes before an op of the same span): there the ops' own nesting differs, and
     each is computed apart."""
     n = len(ops)
     ev = trace.events
-    c_st = np.concatenate([ev["start_ns"][ops], ev["start_ns"][rt]]).astype(np.int64)
-    c_en = c_st + np.concatenate([ev["dur_ns"][ops], ev["dur_ns"][rt]])
     rows = np.concatenate([ops, rt])
     at = np.argsort(rows, kind="stable")  # op or call of each row, in row order
-    at = at[c_en[at] > c_st[at]]  # what nests: spans of some length
-    sorted_order, _, parent = nesting.of_rows(trace, rows[at])
+    rows = rows[at]
+    some = ev["dur_ns"][rows] > 0  # what nests: spans of some length
+    at, rows = at[some], rows[some]
+    del some
+    sorted_order, _, parent = nesting.of_rows(trace, rows, keep)
     order = at[sorted_order]  # as positions among the ops, then the calls
+    del rows, at, sorted_order  # (the spans' times after the nesting: its sort is op_stats' peak)
+    c_du = np.concatenate([ev["dur_ns"][ops], ev["dur_ns"][rt]]).astype(np.int64)
+    c_en = np.concatenate([ev["start_ns"][ops], ev["start_ns"][rt]]).astype(np.int64) + c_du
     has = np.flatnonzero(parent >= 0)
     op = order < n
     if not bool((c_en[order[has]] <= c_en[order[parent[has]]]).all()) or not bool(op[parent[has]][op[has]].all()):
@@ -165,7 +172,7 @@ def _one_nesting(trace: Trace, ops: np.ndarray, rt: np.ndarray) -> tuple[np.ndar
     # each span not merged away counts for the top of its parent's chain
     kept = has[up[has] == has]
     children = np.zeros(len(order), np.int64)
-    np.add.at(children, up[parent[kept]], (c_en - c_st)[order[kept]])
+    np.add.at(children, up[parent[kept]], c_du[order[kept]])
     out = np.zeros(n, np.int64)
     out[order[op]] = children[op]
     return into, out
@@ -194,6 +201,10 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     ev = trace.events
     v = device_view(trace)  # its rows are corr.device_rows, its counted ones those the window counts
     has = np.flatnonzero((corr.launch >= 0) & v.counted)
+    # in launch-start order before any column is made: the table's columns are then made
+    # once, not made and copied in that order (twice its 17 columns at once, the peak of
+    # a summary of launches)
+    has = has[order_asc(ev["start_ns"][corr.launch[has]])]
     l, d = corr.launch[has], corr.device_rows[has]
     ls, ld = ev["start_ns"][l], ev["dur_ns"][l]
     ds = ev["start_ns"][d]
@@ -213,7 +224,7 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
         "launch_start_ns": ls, "cpu_duration_ns": ld, "device_start_ns": ds, "device_duration_ns": dd,
         "launch_delay_ns": ds - ls, "queue_delay_ns": ds - (ls + ld),
         "graph_launch": is_graph_launch(trace, l),
-    }, order=order_asc(ls))
+    })
 
 
 def launch_summary(trace: Trace, launches: Table | None = None, window: WindowArg = None) -> Table:

@@ -220,20 +220,34 @@ class RangeMinMax:
 
     def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(valid, min, max) over [lo, hi); ranges with hi <= lo are not valid (their min
-        and max 0). Where every range is valid, no copy of them is made (the peak of a
-        summary's ``op_stats``: one query per op)."""
+        and max 0). Answered :data:`_QUERY_CHUNK` ranges at a time, so that what a query
+        holds besides its answer is a chunk's, not a copy of every range (the peak of a
+        summary's ``op_stats``: one query per op, docs/benchmarks.md "Whole-process scale")."""
         lo = np.asarray(lo, np.int64)
         hi = np.asarray(hi, np.int64)
         valid = hi > lo
         if not valid.any():
             return valid, np.zeros(len(lo), np.int64), np.zeros(len(lo), np.int64)
-        at = None if valid.all() else np.flatnonzero(valid)
-        a = lo if at is None else lo[at]
-        b = (hi if at is None else hi[at]) - 1  # inclusive
+        every = bool(valid.all())
+        mn = np.empty(len(lo), np.int64) if every else np.zeros(len(lo), np.int64)
+        mx = np.empty(len(lo), np.int64) if every else np.zeros(len(lo), np.int64)
+        for c in range(0, len(lo), _QUERY_CHUNK):
+            part = slice(c, c + _QUERY_CHUNK)
+            if every:
+                self._valid_into(lo[part], hi[part], mn[part], mx[part])
+                continue
+            at = np.flatnonzero(valid[part])
+            if len(at):
+                vmn, vmx = np.empty(len(at), np.int64), np.empty(len(at), np.int64)
+                self._valid_into(lo[part][at], hi[part][at], vmn, vmx)
+                mn[c + at], mx[c + at] = vmn, vmx
+        return valid, mn, mx
+
+    def _valid_into(self, a: np.ndarray, hi: np.ndarray, vmn: np.ndarray, vmx: np.ndarray) -> None:
+        """Min / max over the non-empty ranges [a, hi) into ``vmn`` and ``vmx``."""
+        b = hi - 1  # inclusive
         ba = a // _BLOCK
         inside = ba == b // _BLOCK
-        vmn = np.empty(len(a), np.int64)
-        vmx = np.empty(len(a), np.int64)
         i = np.flatnonzero(inside)
         _short(self._min[0], self._max[0], a[i], b[i] + 1, vmn, vmx, i)
         del i
@@ -251,15 +265,10 @@ class RangeMinMax:
                 _sparse(self._bmin, self._bmax, fa[far], fb[far], ymn, ymx, np.arange(len(y)))
                 vmn[y] = np.minimum(vmn[y], ymn)
                 vmx[y] = np.maximum(vmx[y], ymx)
-        if at is None:
-            return valid, vmn, vmx
-        mn = np.zeros(len(lo), np.int64)
-        mx = np.zeros(len(lo), np.int64)
-        mn[at] = vmn
-        mx[at] = vmx
-        return valid, mn, mx
 
 
+#: ranges per step of :meth:`RangeMinMax.query`
+_QUERY_CHUNK = 1 << 16
 #: values per block of :class:`RangeMinMax`
 _BLOCK = 32
 

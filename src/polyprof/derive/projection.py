@@ -66,11 +66,17 @@ class LaunchIndex:
         order = lexsort((self.l_start, self.l_track))
         self.l_track, self.l_start = self.l_track[order], self.l_start[order]
         self.launch_rows, self.device_rows = lrow[order], drow[order]
+        del has, lrow, drow
         self.d_start = ev["start_ns"][self.device_rows]
-        self.d_dur = ev["dur_ns"][self.device_rows]
-        self.d_end = self.d_start + self.d_dur
-        self._cum = np.concatenate([[0], np.cumsum(self.d_dur)])
-        self._rmq = RangeMinMax(self.d_start, self.d_end) if len(order) else None
+        d_dur = ev["dur_ns"][self.device_rows]
+        self.d_end = self.d_start + d_dur
+        self._cum = np.concatenate([[0], np.cumsum(d_dur)])
+        del d_dur, order  # (not kept: ``d_dur`` is d_end - d_start)
+        self._rmq = RangeMinMax(self.d_start, self.d_end) if len(self.l_start) else None
+
+    @property
+    def d_dur(self) -> np.ndarray:
+        return self.d_end - self.d_start
 
     def __len__(self) -> int:
         return len(self.launch_rows)
