@@ -1,5 +1,6 @@
 """Chrome trace JSON (Perfetto, chrome://tracing): one process per plane, one thread
-per track, complete events, instants, counters and flows. ``.gz`` names are gzipped.
+per track, complete events, instants, counters and flows (one id each; correlation,
+external and flow ids unique per source: ``export_ids.py``). ``.gz`` names are gzipped.
 Times are microseconds from the trace's first record, event or counter sample (a
 session's process counters begin before its first event), so none is negative; the
 absolute origin is kept in ``otherData`` (``origin_ns``), with the trace's wall anchor
@@ -32,6 +33,7 @@ from ..trace import keys
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from .device_list import device_properties
+from .export_ids import SourceIds
 from .export_notes import HOST_NAME, notes
 from .jsonfile import EXACT_IN_JS, write_json
 from ..trace import metadata_keys as mkeys
@@ -97,9 +99,11 @@ def _chrome_events(trace: Trace) -> tuple[list[dict[str, Any]], int]:
     pid_l = track_pid[ev["track"]].tolist() if n else []
     tid_l = track_tid[ev["track"]].tolist() if n else []
     args: list[dict[str, Any]] = [{} for _ in range(n)]
+    ids = SourceIds(trace)  # correlation, external and flow ids unique per source (export_ids.py)
     for key, col in trace.stats.items():
-        vals = col.values.tolist() if col.kind in "iuf" else [
-            v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in col.values]
+        values = ids.values(key, col)
+        vals = values.tolist() if col.kind in "iuf" else [
+            v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values]
         for r, v in zip(col.rows.tolist(), vals):
             args[r][key] = v
     if keys.HLO_OP in trace.stats:
@@ -118,10 +122,13 @@ def _chrome_events(trace: Trace) -> tuple[list[dict[str, Any]], int]:
             e["args"] = args[i]
         out.append(e)
     fl = trace.flows
-    for k, (s, d, fid, c) in enumerate(zip(fl["src"].tolist(), fl["dst"].tolist(), fl["id"].tolist(),
+    used: set[tuple[str, int]] = set()
+    for k, (s, d, fid, c) in enumerate(zip(fl["src"].tolist(), fl["dst"].tolist(), ids.flow_ids.tolist(),
                                             fl["category"].tolist())):
-        ident = fid if fid else k + 1
         cat = trace.strings[c] or "flow"
+        # one id per flow: readers chain the ends of one (category, id) in time order
+        ident = fid if fid > 0 and (cat, fid) not in used else 10 ** 12 + k
+        used.add((cat, ident))
         out.append({"ph": "s", "id": ident, "name": cat, "cat": cat, "pid": pid_l[s], "tid": tid_l[s],
                     "ts": ts[s]})
         out.append({"ph": "f", "bp": "e", "id": ident, "name": cat, "cat": cat, "pid": pid_l[d],

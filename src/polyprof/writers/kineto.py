@@ -5,7 +5,8 @@ Kineto's conventions: device planes become pid = device index with one tid per s
 host planes keep their process id; ``ts``/``dur`` are µs relative to
 ``baseTimeNanoseconds`` (printed with ns precision); flows become ``s``/``f`` pairs
 (``bp: e``); stats go back to args under Kineto's names (``correlation``,
-``External id``). Traces on CLOCK_MONOTONIC are moved to wall-clock time through their
+``External id``), the ids of a trace of several sources made unique per source
+(``formats/export_ids.py``). Traces on CLOCK_MONOTONIC are moved to wall-clock time through their
 ``wall_anchor``, as Kineto's timestamps are wall-clock based. Before the events, the
 header torch writes: ``distributedInfo``, the host the trace was recorded on
 (``host_name``) and, for a trace read from a Kineto file, that file's own top-level keys
@@ -29,6 +30,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from ..formats.chrome import distributed_info, host_name, spaced
+from ..formats.export_ids import SourceIds
 from ..formats.export_notes import HOST_NAME, notes
 from ..formats.device_list import device_properties
 from ..formats.kineto_view import copy_names, device_streams, kineto_ids, stream_handles, time_base
@@ -171,7 +173,8 @@ def _event_records(trace: Trace, pids: list[int], tids: list[int], shift: int) -
     # Kineto writes every device record as a complete event, even of zero length
     complete = ((ev["dur_ns"] > 0) | np.isin(kinds, np.asarray(_X_KINDS, np.int8))
                 | (~on_host & (kinds != Kind.MARK))).tolist()
-    args = _event_args(trace)
+    ids = SourceIds(trace)  # correlation, external and flow ids unique per source (formats/export_ids.py)
+    args = _event_args(trace, ids)
     _hlo_cost_args(trace, args)
     _device_args(trace, args, tids, pids)
     _copy_names(trace, names, args)
@@ -189,7 +192,7 @@ def _event_records(trace: Trace, pids: list[int], tids: list[int], shift: int) -
         out.append(e)
     fl = trace.flows
     used: set[tuple[str, int]] = set()
-    for k, (s, d, fid, fc) in enumerate(zip(fl["src"].tolist(), fl["dst"].tolist(), fl["id"].tolist(),
+    for k, (s, d, fid, fc) in enumerate(zip(fl["src"].tolist(), fl["dst"].tolist(), ids.flow_ids.tolist(),
                                              fl["category"].tolist())):
         cat = trace.strings[fc] or "ac2g"
         ident = fid if fid > 0 and (cat, fid) not in used else 10 ** 12 + k
@@ -201,17 +204,19 @@ def _event_records(trace: Trace, pids: list[int], tids: list[int], shift: int) -
     return out
 
 
-def _event_args(trace: Trace) -> list[dict[str, Any] | None]:
-    """Each event's args: its stats under Kineto's names (None: no stats)."""
+def _event_args(trace: Trace, ids: SourceIds) -> list[dict[str, Any] | None]:
+    """Each event's args: its stats under Kineto's names (None: no stats), the id
+    columns as ``ids`` writes them."""
     args: list[dict[str, Any] | None] = [None] * trace.n_events
     # the records HTA may number: events, flow ends, counters, names (an upper bound)
     n_rows = (trace.n_events + 2 * len(trace.flows["src"]) + len(trace.counters["ts_ns"])
               + 3 * len(trace.planes) + 2 * len(trace.tracks))
     for key, col in trace.stats.items():
         name = _ARG_NAMES.get(key, key)
-        vals = col.values.tolist() if col.kind in "iuf" else [_arg_value(v) for v in col.values]
+        values = ids.values(key, col)
+        vals = values.tolist() if col.kind in "iuf" else [_arg_value(v) for v in values]
         if key == keys.CORRELATION_ID and col.kind in "iu":
-            moved = correlation_offset(col.values, n_rows)
+            moved = correlation_offset(values, n_rows)
             vals = [v + moved if v else v for v in vals] if moved else vals  # (0: no API call, as CUPTI's)
         if key == keys.STREAM and col.kind in "iu":
             # a runtime call's stream argument on the host is a handle (ROCm: "0x0");

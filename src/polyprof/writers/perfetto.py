@@ -10,7 +10,8 @@ the subset is encoded here, see :mod:`.perfetto_wire`, so no generated code is n
 - every event as ``TrackEvent`` packets: ``TYPE_SLICE_BEGIN`` + ``TYPE_SLICE_END`` (or
   ``TYPE_INSTANT`` for zero duration) with interned name and category
   (``InternedData.event_names`` / ``event_categories``), its stats as debug annotations
-  (names interned, string values interned);
+  (names interned, string values interned; correlation and external ids made unique
+  per source, ``formats/export_ids.py``);
 - flows: ``flow_ids`` on the source event and ``terminating_flow_ids`` on the
   destination, ids 1..n in the trace's flow order, each flow's category numbered in the
   id's high bits (``device_list.FLOW_CATEGORY_SHIFT``; the names in Chrome metadata);
@@ -48,6 +49,7 @@ from ..trace.native_write import json_default
 from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
 from ..formats.chrome import _pids, _tids, host_name
+from ..formats.export_ids import SourceIds
 from ..formats.export_notes import HOST_NAME, PERFETTO_NOTES, notes
 from ..formats.device_list import (FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES,
                                    PERFETTO_PLANES, json_value,
@@ -132,6 +134,7 @@ class _Plan:
         self.rank[self.by_rank] = np.arange(n)
         self.lane = _lanes(ev["track"], start, start + dur, self.by_rank)
         self.keys = list(trace.stats)
+        self.ids = SourceIds(trace)  # correlation and external ids unique per source (formats/export_ids.py)
         self.values: dict[Any, int] = {}  # interned string values -> iid - 1
         self.sent_names = np.zeros(len(trace.strings), bool)
         self.sent_cats = np.zeros(len(trace.strings), bool)
@@ -272,9 +275,8 @@ class _Plan:
             lo, hi = np.searchsorted(ranks, [r0, r1])
             if lo == hi:
                 continue
-            col = self.t.stats[key]
             sel = order[lo:hi]
-            vals = col.values[sel]
+            vals = self.ids.values(key, self.t.stats[key])[sel]
             head = w.field_varint(_DA_NAME_IID, np.full(len(sel), k + 1, np.int64))
             items.append(w.field_bytes(_TE_ANNOTATIONS, w.join([head, self._value(vals)])))
             items_at.append(b_idx[ranks[lo:hi] - r0])
@@ -311,7 +313,7 @@ class _Plan:
             lo, hi = np.searchsorted(ranks, [r0, r1])
             if lo == hi:
                 continue
-            vals = self.t.stats[key].values[order[lo:hi]]
+            vals = self.ids.values(key, self.t.stats[key])[order[lo:hi]]
             kind = vals.dtype.kind
             if kind in "iufb":
                 code = "iufb".index(kind)

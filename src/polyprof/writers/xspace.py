@@ -8,7 +8,10 @@ category, flows, counters, track kinds and the trace's metadata are written in
 ``polyprof.*`` stats XProf ignores and the reader restores, so polyprof -> XSpace ->
 polyprof keeps them. Device planes XProf's analyses would skip (any but GPU and TPU;
 CUSTOM ones are in its timeline only) are written as ``/device:GPU:<n>`` under their
-own name in the layout stat (``xprof_names.py``). Events go in as columns (``xspace_stats``, ``formats.xspace.encode``).
+own name in the layout stat (``xprof_names.py``). A trace of several sources (an MPI
+report's processes) has every process's threads on the one ``/host:CPU`` XProf reads,
+its sources in a Task Environment stat and each plane's source in its layout; ids
+unique per source (``formats/export_ids.py``). Events go in as columns (``xspace_stats``, ``formats.xspace.encode``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import gzip
 import re
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +167,8 @@ def _write_plane(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:
         layout["vendor"] = p.vendor
     if p.index != inferred_index:
         layout["index"] = p.index
+    if p.source and len(trace.sources) > 1:
+        layout["source"] = p.source  # (the sources: Task Environment's PLANE_STAT_SOURCES)
     for md in p.properties.get("xspace_event_metadata", []) or []:
         mid = pw.keep_event_id(int(md.get("id", 0)), md.get("display_name") or md.get("name", ""),
                                md.get("name", "") if md.get("display_name") else "")
@@ -231,7 +236,10 @@ class _PlaneLines:
         if lid != t.tid:
             tl["tid"] = t.tid
         if t.plane != self.p.id:
-            tl["plane"] = plan.trace.planes[t.plane].name  # a placeholder plane's thread
+            owner = plan.trace.planes[t.plane]
+            tl["plane"] = owner.name  # a placeholder plane's thread
+            if owner.source and len(plan.trace.sources) > 1:
+                tl["source"] = owner.source
         extra = {k: v for k, v in t.properties.items() if k not in ("display_name", "display_id", "duration_ps")}
         if extra:
             tl["props"] = extra
@@ -409,6 +417,11 @@ def _task_env_stats(xp: Any, pw: PlaneWriter, trace: Trace, first: int | None, l
     st.metadata_id = pw.stat_id(N.PLANE_STAT_METADATA)
     st.str_value = orjson.dumps(trace.metadata, default=str,
                                 option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+    if len(trace.sources) > 1:  # which process or rank each plane is of (its layout's "source")
+        st = xp.stats.add()
+        st.metadata_id = pw.stat_id(N.PLANE_STAT_SOURCES)
+        st.str_value = orjson.dumps({"sources": [asdict(src) for src in trace.sources]}, default=str,
+                                    option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
 
 
 def hostnames(trace: Trace) -> list[str]:

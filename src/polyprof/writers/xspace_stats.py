@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..trace.core import Trace
+from ..formats.export_ids import SourceIds
 from .xprof_costs import device_costs, plane_columns
 from .xprof_stats import xprof_columns
 from .xspace_plane import json_text
@@ -62,11 +63,13 @@ def _all_of(values: np.ndarray, t: type) -> bool:
     return infer_dtype(values, skipna=False) == "bytes"
 
 
-def metadata_level(trace: Trace, md_keys: set[str]) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
+def metadata_level(trace: Trace, md_keys: set[str], ids: SourceIds | None = None
+                   ) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
     """Which stats can go back on event metadata: those every event of one
     (plane, name, long name) group carries with one value, as the source had them.
 
-    Returns each event's group code and, per group, the stats that are metadata-level.
+    Returns each event's group code and, per group, the stats that are metadata-level
+    (an id column's values as ``ids`` writes them).
     """
     import pandas as pd
 
@@ -86,7 +89,8 @@ def metadata_level(trace: Trace, md_keys: set[str]) -> tuple[np.ndarray, dict[in
     out: dict[int, dict[str, Any]] = {}
     for k in keys_:
         col = trace.stats[k]
-        codes = np.asarray(pd.factorize(col.values)[0], np.int64)  # missing values (NaN, None): -1
+        values = ids.values(k, col) if ids is not None else col.values
+        codes = np.asarray(pd.factorize(values)[0], np.int64)  # missing values (NaN, None): -1
         valid = codes >= 0
         g = groups[col.rows[valid]]
         codes = codes[valid]
@@ -100,7 +104,7 @@ def metadata_level(trace: Trace, md_keys: set[str]) -> tuple[np.ndarray, dict[in
             continue
         first_g, first_i = np.unique(g, return_index=True)
         sel = ok[first_g]
-        vals = col.values[valid][first_i[sel]].tolist()
+        vals = values[valid][first_i[sel]].tolist()
         for grp, v in zip(first_g[sel].tolist(), vals):
             out.setdefault(grp, {})[k] = v
     return groups, out
@@ -197,11 +201,12 @@ class WrittenStats:
         skip = {N.STAT_LONG_NAME}
         skip.update(k for k in meta_x.get("alias_keys", []) or []
                     if any(x in trace.stats for x, p in N.XPROF_ALIASES.items() if p == k))
-        self.groups, self.md_level = metadata_level(trace, set(meta_x.get("metadata_stat_keys", []) or []))
+        ids = SourceIds(trace)  # correlation, external and flow ids unique per source (formats/export_ids.py)
+        self.groups, self.md_level = metadata_level(trace, set(meta_x.get("metadata_stat_keys", []) or []), ids)
         for key, col in trace.stats.items():
             if key in skip:
                 continue
-            vp = value_parts(col.values, self.col_kind[key], field_of[key])
+            vp = value_parts(ids.values(key, col), self.col_kind[key], field_of[key])
             for out_key in [key] + ([aliases[key]] if key in aliases else []):
                 parts.append(self._part(out_key, col.rows, vp))
         # the stats XProf's GPU tools read (kernel details, framework op, step groups)
@@ -218,7 +223,7 @@ class WrittenStats:
         if len(fl["src"]):
             k = np.arange(1, len(fl["src"]) + 1)
             cat = trace._string_array[fl["category"]]
-            marks = [f"{i}:{f}:{c}" for i, f, c in zip(k.tolist(), fl["id"].tolist(), cat.tolist())]
+            marks = [f"{i}:{f}:{c}" for i, f, c in zip(k.tolist(), ids.flow_ids.tolist(), cat.tolist())]
             parts.append(self._part(N.STAT_FLOW_OUT, fl["src"], value_parts(np.asarray(marks, object), "",
                                                                             "str_value")))
             parts.append(self._part(N.STAT_FLOW_IN, fl["dst"], value_parts(k, "", "int64_value")))

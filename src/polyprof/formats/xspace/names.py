@@ -63,6 +63,7 @@ PLANE_STAT_PRODUCER = "polyprof.producer"
 PLANE_STAT_LAYOUT = "polyprof.layout"  # JSON: plane kind/vendor/index, track kinds the names do not say
 PLANE_STAT_ORIGIN = "polyprof.origin_ns"  # added to every time of the plane on reading
 PLANE_STAT_METADATA = "polyprof.metadata"  # the trace's metadata, JSON
+PLANE_STAT_SOURCES = "polyprof.sources"  # JSON {"sources": [...]}: a trace of several sources' (layout "source")
 PLANE_STAT_GENERATED = "polyprof.generated"  # a plane only the writer needed (Task Environment)
 PLANE_STAT_ADDED = "polyprof.added"  # stats the writer added to this plane's events only (the key is the trace's elsewhere)
 COUNTER_LINE = "polyprof counters"

@@ -21,6 +21,7 @@ import numpy as np
 from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
+from ...trace.model import Source
 from ..safety import check_events, clean_metadata, guarded, reading
 from . import copies, decode, gpu, names as N, xla
 from .events import EventReader
@@ -84,6 +85,7 @@ class _SpaceReader:
         self.drop_aliases: set[str] = set()
         self.task_env: dict[str, Any] = {}
         self.stored_meta: dict[str, Any] = {}
+        self.stored_sources: list[Any] | None = None  # a polyprof-written trace of several sources'
         self.sort = 0
 
     def plane(self, plane: tuple, number: int, lines: list[tuple], line0: int) -> None:
@@ -99,6 +101,10 @@ class _SpaceReader:
         if N.PLANE_STAT_METADATA in props:
             self.stored_meta = layout(props.pop(N.PLANE_STAT_METADATA))
             clean_metadata(self.stored_meta)
+        if N.PLANE_STAT_SOURCES in props:
+            self.stored_sources = layout(props.pop(N.PLANE_STAT_SOURCES)).get("sources")
+            if not isinstance(self.stored_sources, list):
+                raise TraceFormatError(self.source, f"plane {plane_name!r}: damaged {N.PLANE_STAT_SOURCES}")
         if props.pop(N.PLANE_STAT_GENERATED, None):
             return
         aliases = [a for a in str(props.pop(N.PLANE_STAT_ALIASES, "")).split(",") if a]
@@ -113,8 +119,9 @@ class _SpaceReader:
         is_host = kind == "host"  # decides default categories, as the writer assumed
         kind = str(lay.get("kind", kind))
         index = int_stat(lay.get("index", index), self.source, "plane index")
+        source = int_stat(lay.get("source", 0), self.source, "plane source")  # (a trace of several sources)
         pid = self.b.plane(str(lay.get("name", plane_name)), kind, vendor=str(lay.get("vendor", "")),
-                           index=index, pid=int(plane_id), properties=props)
+                           index=index, pid=int(plane_id), properties=props, source=source)
         track_layout = lay.get("tracks", {})
         if not isinstance(track_layout, dict):
             raise TraceFormatError(self.source, f"plane {plane_name!r}: damaged {N.PLANE_STAT_LAYOUT} (tracks)")
@@ -159,7 +166,8 @@ class _SpaceReader:
         if duration_ps:
             tprops["duration_ps"] = int(duration_ps)
         tkind = tl.get("kind") or N.default_track_kind(is_host, lname)
-        home = self.b.plane(str(tl["plane"])) if tl.get("plane") else pid  # written on /host:CPU for XProf
+        home = self.b.plane(str(tl["plane"]), source=int_stat(tl.get("source", 0), self.source, "line source")) \
+            if tl.get("plane") else pid  # written on /host:CPU for XProf
         track = self.b.track(home, lname, str(tkind), tid=int_stat(tl.get("tid", line_id), self.source, "line tid"),
                              sort_index=self.sort, properties=tprops)
         self.sort += 1
@@ -172,6 +180,22 @@ class _SpaceReader:
         if not is_host and not polyprof and (gcat := gpu.line_category(lname)) is not None:
             return index, e0, e1, track, base_ns, lname, gcat, gpu.is_mixed(lname), gpu.line_stream(lname)  # XLA's GPU layout
         return index, e0, e1, track, base_ns, lname, cat
+
+    def _sources(self) -> None:
+        """The sources of a polyprof-written trace of several (the processes of an MPI
+        Nsight report, merged ranks), which its planes' layouts name by index."""
+        b = self.b
+        if self.stored_sources is not None:
+            from ..native import records  # the record checks: only for a file of several sources
+
+            for i, s in enumerate(records(Path(self.source), "sources", self.stored_sources, Source,
+                                          where=N.PLANE_STAT_SOURCES)):
+                if s.id != i or b.source(s.rank, s.host, s.pid, s.label, s.clock, s.metadata) != i:
+                    raise TraceFormatError(self.source, f"{N.PLANE_STAT_SOURCES}: sources[{i}] is not source {i}")
+        bad = next((p for p in b.planes if not 0 <= p.source < max(len(b.sources), 1)), None)
+        if bad is not None:
+            raise TraceFormatError(self.source, f"plane {bad.name!r} names source {bad.source}, of "
+                                                f"{len(b.sources)} in {N.PLANE_STAT_SOURCES}")
 
     def finish(self, texts: tuple[list[str], list[str], list[str]]) -> Trace:
         b = self.b
@@ -207,6 +231,7 @@ class _SpaceReader:
             log.warning("%s: %s", self.source, said)
         if not self.stored_meta:
             b.metadata[mkeys.CLOCK_NAME] = "xspace"
+        self._sources()
         trace = b.build()
         trace.stats.defer(lambda: stats.columns(None), stats.built, stats.has, stats.rows, stats.columns)
         trace.metadata[mkeys.XSPACE]["alias_keys"] = list(stats.alias)
