@@ -17,8 +17,9 @@ ops uniquely within a module only (docs/analysis.md)],
 ``delta_total_ns`` (B minus A; per run: the mean over a side's runs, summed over its
 ranks), ``step_mean_ns_a``, ``step_mean_ns_b`` (mean total per step and rank: each
 rank's mean per step, averaged over the ranks, so that with as many steps on each side
-they are the totals over steps and ranks and move with them), ``step_delta_ns``
-and ``rel_change`` (its change, in ns and relative to A; NaN when A has none per step and B
+they are the totals over steps and ranks and move with them), ``step_median_ns_a``,
+``step_median_ns_b`` (the typical step's total: each run's median step, averaged as the
+means), ``step_delta_ns`` and ``rel_change`` (its change, in ns and relative to A; NaN when A has none per step and B
 some; 0 when neither has any),
 ``p_value`` (the row's test), ``p_adjusted`` (Holm, across the rows tested),
 ``significant`` (None when nothing could be tested), ``change`` ("slower", "faster" or
@@ -36,9 +37,13 @@ A row is called changed when all three hold (docs/analysis.md, "Diff of two runs
 its adjusted p-value is below ``alpha`` (the test: ``analyze/diff_stats.py``); its
 per-step change is at least ``rel_floor`` of A's (default 5%); and at least
 ``abs_floor_ns`` per step (default 20 µs); the change of the rank that decided the row,
-when one did, else of the mean over the ranks. Rows whose every per-step total, in both
+when one did, else of the mean over the ranks; the floors hold for the change of its
+typical (median) step too, the same way, as the step time's are on its median step (one
+stalled step moves a mean). Rows whose every per-step total, in both
 runs, is below the absolute floor cannot reach it and are not tested (nor counted in
-the correction): a label-blind filter, so the correction stays valid.
+the correction): a label-blind filter, so the correction stays valid. A table one side
+has nothing in, recorded otherwise, or every table where the sides share no row, is not
+compared (``diff_sides.not_compared``: the rows' ``reason`` says so).
 
 The samples are steps; a trace without steps is left out where both sides have traces
 with steps (``overview[side]["left_out"]`` names it), and each trace is one sample only
@@ -56,11 +61,12 @@ from .. import logs
 from ..errors import PolyprofError
 from .common import CLASS_NAMES
 from .diff_stats import (NO_REACH, TESTS, Compared, Samples, SparseSamples, adjust, change_of, compare, decide,
-                         without_stalls)
+                         typical_change, without_stalls)
 from .diff_nesting import NestCounts, changes_of
 from .diff_sums import TableSums, TraceSums, is_job, run_summaries
 from .diff_apart import ranks_apart
 from .diff_notes import reach, sample_notes
+from .diff_sides import lines as side_lines, not_compared, side_info
 from .diff_verdict import APART, STALL, sign_notes, test_way, verdict_lines
 from .frames import column, frame
 from .names import normalize_name, normalize_op_name
@@ -82,9 +88,9 @@ CORRECTION = "holm"
 #: rows whose per-step distributions a Diff keeps (for charts), at most
 KEEP_SAMPLES = 12
 COLUMNS = ["name", "count_a", "count_b", "delta_count", "total_ns_a", "total_ns_b", "delta_total_ns",
-           "step_mean_ns_a", "step_mean_ns_b", "step_delta_ns", "rel_change", "p_value", "p_adjusted",
-           "significant", "change", "reason", "rank_decided", "rank_step_mean_ns_a", "rank_step_mean_ns_b",
-           "rank_step_delta_ns", "steady_calls", "variants", "raw_names"]
+           "step_mean_ns_a", "step_mean_ns_b", "step_median_ns_a", "step_median_ns_b", "step_delta_ns", "rel_change",
+           "p_value", "p_adjusted", "significant", "change", "reason", "rank_decided", "rank_step_mean_ns_a",
+           "rank_step_mean_ns_b", "rank_step_delta_ns", "steady_calls", "variants", "raw_names"]
 
 
 class Runs(tuple):
@@ -151,7 +157,10 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
     one_rank = acc.one_trace_per_run()  # then the rank numbers do not matter: rank 0 of A against rank 1 of B
     compared = {t: compare(acc.samples("a", t, whole), acc.samples("b", t, whole), test) for t in TABLES}
     floors = (rel_floor, abs_floor_ns)
-    tested = {t: _testable(acc, t, whole, compared[t], abs_floor_ns) for t in TABLES}
+    counts = {t: (acc.sums("a", t)[0], acc.sums("b", t)[0]) for t in TABLES}
+    recorded = {s: acc.info[s].get("recorded", []) for s in ("a", "b")}
+    apart = not_compared(counts, recorded)  # one side's empty table, or no row in common: not compared (diff_sides)
+    tested = {t: _testable(acc, t, whole, compared[t], abs_floor_ns) & (t not in apart) for t in TABLES}
     adjusted = adjust({t: np.where(tested[t], compared[t].p, np.nan) for t in TABLES}, correction)
     untestable = next((c.untestable for c in compared.values() if c.untestable), None)
     if untestable is not None and whole:
@@ -162,7 +171,7 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
     n_tested = int(sum(int(tested[t].sum()) for t in TABLES))
     out_of_reach = reach(compared, n_tested, alpha, correction, test)  # (None: a row can be called)
     tables = {t: acc.table(t, compared[t], tested[t], adjusted[t], alpha, floors, untestable is None,
-                           out_of_reach is not None) for t in TABLES}
+                           out_of_reach is not None, apart.get(t)) for t in TABLES}
     step_time = _step_time(acc, whole, alpha, floors, test)
     changes = changes_of(tables, acc.nest)  # nested rows that moved together: one change (diff_nesting)
     strata = compared["kernels"].strata
@@ -171,14 +180,15 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
                 "test": method, "correction": correction, "rows_tested": n_tested,
                 "rel_floor": rel_floor, "abs_floor_ns": abs_floor_ns, "ranks": strata,
                 "samples": "whole traces (a trace without steps)" if whole else "steps",
-                "untestable": untestable, "reach": out_of_reach}
-    verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns, acc.nest)  # (its lists grouped too)
+                "untestable": untestable, "reach": out_of_reach, "not_compared": apart}
+    verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns, acc.nest,  # (its lists grouped too)
+                            side_lines(counts, apart, recorded))
     if len(strata) > 1:  # a collective the ranks moved apart in (after the changes)
-        apart = ranks_apart({t: (list(acc.index[t]), compared[t].means_a, compared[t].means_b) for t in TABLES},
-                            strata, tables, step_time, floors, fmt_ns, unit=step_time["unit"])
+        moved = ranks_apart({t: (list(acc.index[t]), compared[t].means_a, compared[t].means_b) for t in TABLES
+                             if t not in apart}, strata, tables, step_time, floors, fmt_ns, unit=step_time["unit"])
         at = next((i for i, line in enumerate(verdict) if line.startswith(("Unchanged:", "Not called changed"))),
                   len(verdict))
-        verdict[at:at] = apart
+        verdict[at:at] = moved
     verdict += sign_notes(tables, overview)  # totals against per step, one rank or many
     verdict += sample_notes(overview)  # traces without steps: left out, or why the diff is per trace
     verdict += [f"Note: {w}." for s in ("a", "b") for w in acc.info[s].get("warnings", [])]
@@ -240,8 +250,8 @@ class _Collector:
             for s in ("a", "b")}
         self.nest = NestCounts(self.index)
         self._cells: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        #: per side, per trace: (run, rank, path, steps, events, window); and the traces left out
-        self.seen: dict[str, list[tuple[int, int, str | None, int, int, str]]] = {"a": [], "b": []}
+        #: per side, per trace: (run, rank, path, steps, events, window, steps analysed); and the traces left out
+        self.seen: dict[str, list[tuple[int, int, str | None, int, int, str, str]]] = {"a": [], "b": []}
         self._later: list[tuple[str, int, TraceSums]] = []  # the traces without steps: added at settle
 
     def add(self, side: str, run: int, rank: int, sums: TraceSums) -> None:
@@ -257,8 +267,9 @@ class _Collector:
             info.setdefault("warnings", []).append(note)
         trace_no = info["traces"]
         info["traces"] += 1
-        info.setdefault("window", sums.window)
-        self.seen[side].append((run, rank, sums.path, len(sums.step_ns), sums.events, sums.window))
+        if sums.recorded and sums.recorded not in info.setdefault("recorded", []):
+            info["recorded"].append(sums.recorded)
+        self.seen[side].append((run, rank, sums.path, len(sums.step_ns), sums.events, sums.window, sums.analysed))
         info["events"] += sums.events
         info["steps"] += len(sums.step_ns)
         info["traces_without_steps"] += int(not len(sums.step_ns))
@@ -330,6 +341,8 @@ class _Collector:
             for side in ("a", "b"):
                 self._leave_out(side)
         self._later = []
+        for side in ("a", "b"):  # each kept trace's window, said once where they are alike (diff_sides)
+            self.info[side].update(side_info(self.seen[side], [whole or bool(x[3]) for x in self.seen[side]]))
         return whole
 
     def _leave_out(self, side: str) -> None:
@@ -348,7 +361,7 @@ class _Collector:
         info["left_out"] = [{"run": seen[i][0], "rank": seen[i][1], "path": seen[i][2], "why": "no steps"}
                             for i in gone]
         info.update(runs=len({x[0] for x in kept}), traces=len(kept), events=sum(x[4] for x in kept),
-                    ranks=list(dict.fromkeys(x[1] for x in kept)), window=kept[0][5])
+                    ranks=list(dict.fromkeys(x[1] for x in kept)))
         info["runs_seen"] = len({x[0] for x in seen})
 
     def n_runs(self, side: str) -> int:
@@ -410,7 +423,8 @@ class _Collector:
         return Samples(np.asarray(values, np.float64)[None, :], lab[:, 0], lab[:, 1])
 
     def table(self, table: str, c: Compared, tested: np.ndarray, p_adj: np.ndarray, alpha: float,
-              floors: tuple[float, float], testable: bool, out_of_reach: bool = False) -> Table:
+              floors: tuple[float, float], testable: bool, out_of_reach: bool = False,
+              apart: str | None = None) -> Table:
         names = list(self.index[table])
         n = len(names)
         ca, ta = self.sums("a", table)
@@ -426,10 +440,18 @@ class _Collector:
         rank_b = c.rank_mean_b if c.rank_mean_b is not None else nan
         one = c.rank_decided >= 0
         rank_delta, rank_rel = change_of(rank_a, rank_b)
+        med_a = c.median_a if c.median_a is not None else nan
+        med_b = c.median_b if c.median_b is not None else nan
+        typical = typical_change(np.where(one, _or(c.rank_median_a, nan), med_a),
+                                 np.where(one, _or(c.rank_median_b, nan), med_b))
         sig, change, reason = decide(c.p, p_adj, tested, np.where(one, rank_delta, step_delta),
-                                     np.where(one, rank_rel, rel), alpha, floors, testable)
+                                     np.where(one, rank_rel, rel), alpha, floors, testable, typical)
         if out_of_reach:  # no p could pass: "within the noise" would say what the test cannot tell
             reason[reason == "within the noise"] = NO_REACH
+        p = c.p
+        if apart is not None:  # not compared (diff_sides.not_compared): no test, no change, why
+            p = np.full(n, np.nan)
+            sig[:], change[:], reason[:] = None, "", apart
         raw = [sorted(r) for r in self.raw[table]]
         cols: dict[str, np.ndarray] = {"name": _objects(names)}
         if table == "kernels":
@@ -440,7 +462,8 @@ class _Collector:
         cols.update({
             "count_a": count_a, "count_b": count_b, "delta_count": count_b - count_a, "total_ns_a": total_a,
             "total_ns_b": total_b, "delta_total_ns": delta, "step_mean_ns_a": c.mean_a,
-            "step_mean_ns_b": c.mean_b, "step_delta_ns": step_delta, "rel_change": rel, "p_value": c.p,
+            "step_mean_ns_b": c.mean_b, "step_median_ns_a": med_a, "step_median_ns_b": med_b,
+            "step_delta_ns": step_delta, "rel_change": rel, "p_value": p,
             "p_adjusted": p_adj, "significant": sig, "change": change, "reason": reason,
             "rank_decided": c.rank_decided.astype(np.int64), "rank_step_mean_ns_a": rank_a,
             "rank_step_mean_ns_b": rank_b, "rank_step_delta_ns": rank_delta,
@@ -454,6 +477,10 @@ class _Collector:
         size = -np.maximum(total_a, total_b).astype(np.float64)
         order = np.lexsort((_objects(names).astype(str) if n else np.zeros(0, str), size, key, ~sig_first))
         return frame(cols, order=order)
+
+
+def _or(x: np.ndarray | None, default: np.ndarray) -> np.ndarray:
+    return default if x is None else x
 
 
 def _objects(values: Sequence[object]) -> np.ndarray:
@@ -497,10 +524,21 @@ def _step_time(acc: _Collector, whole: bool, alpha: float, floors: tuple[float, 
     way = test_way(ta, tb, test)  # called only where the test found the median's direction
     if change[0] and way != np.sign(med_b - med_a):
         sig[0], change[0], reason[0] = False, "", APART
+    if testable and c.min_p >= alpha:  # the rank test at these sizes: no p can pass (3 runs a side: 0.1)
+        reason[0] = NO_REACH
     return {"steps_a": n_a, "steps_b": n_b, "mean_ns_a": mean_a, "mean_ns_b": mean_b, "delta_ns": delta,
             "rel_change": rel, "median_delta_ns": med_b - med_a, "median_rel_change": med_rel, "p_value": p,
-            "test": test, "test_way": way, "stalls_out": out_a + out_b, "significant": sig[0], "change": change[0],
+            "test": test, "test_way": way, "smallest_p": c.min_p, "sizes": _sizes(c, "trace" if whole else "step"),
+            "stalls_out": out_a + out_b, "significant": sig[0], "change": change[0],
             "reason": reason[0], "unit": "trace" if whole else "step", **_longest("a", sa), **_longest("b", sb)}
+
+
+def _sizes(c: Compared, unit: str) -> str:
+    """What the step time's test weighed, in words: "3 vs 3 runs" (its first rank's)."""
+    if not c.sizes:
+        return ""
+    n_a, n_b, runs = c.sizes[0]
+    return f"{n_a} vs {n_b} {'runs' if runs else unit + 's'}"
 
 
 def _longest(side: str, s: Samples) -> dict[str, float | int]:

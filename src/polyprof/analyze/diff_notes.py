@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .diff_sides import steps_words
 from .diff_stats import Compared, smallest_p
 from .ranktest import CORRECTIONS
 
@@ -98,16 +99,18 @@ def sample_notes(ov: dict[str, Any]) -> list[str]:
 
 
 def _per_trace(o: dict[str, Any]) -> str:
-    """A side's analysed steps a trace with steps, as a number."""
+    """A side's analysed steps a trace with steps: "11", or "11 to 39" where they differ
+    (not their mean, which no trace may have)."""
+    if o.get("steps_per_trace"):
+        return steps_words(o["steps_per_trace"])
     with_steps = max(o["traces"] - (0 if o.get("left_out") else o["traces_without_steps"]), 1)
     return f"{o['steps'] / with_steps:.3g}"
 
 
 def _held(side: str, o: dict[str, Any]) -> str:
     """"A's traces hold 11 steps each" (its analysed steps), and its traces without any."""
-    n = o["traces"] - o["traces_without_steps"]
     none = f" ({o['traces_without_steps']} of its {o['traces']} traces have none)" if o["traces_without_steps"] else ""
-    return f"{side.upper()}'s traces hold {o['steps'] / max(n, 1):.3g} analysed steps each{none}"
+    return f"{side.upper()}'s traces hold {_per_trace(o)} analysed steps each{none}"
 
 
 def _trace(side: str, x: dict[str, Any], runs: bool, ranks: bool) -> str:

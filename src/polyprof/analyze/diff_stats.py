@@ -43,16 +43,19 @@ The effect of a row is the change of its mean per sample (per step), in ns and r
 to A: over a rank's runs, the mean of each run's mean; across ranks, the mean of the
 ranks' means (``mean_a``, ``mean_b``: with as many steps on every rank, the row's total
 over steps and ranks), and when r* decided the row, that rank's too (``rank_mean_a``,
-``rank_mean_b``).
+``rank_mean_b``); beside it the change of its typical sample (each run's median, then
+the same means: ``median_a``, ``median_b``), which the floors must pass too
+(:func:`decide`). No p-value is 0 (:func:`_t_test`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from .ranktest import CORRECTIONS, mann_whitney, min_p_value, student_groups, stouffer
+from .ranktest import CORRECTIONS, mann_whitney, min_p_value, student_groups, stouffer, t_two_sided
 from ..trace.sorting import unique
 from .units import number_ranges
 
@@ -164,6 +167,12 @@ class Compared:
     sizes: list[tuple[int, int, bool]] | None = None
     #: the smallest p-value any row's test can give with these sizes (:func:`smallest_p`)
     min_p: float = 0.0
+    #: per row, its typical sample (a run's median, the mean over its runs, then over the
+    #: ranks), and on the deciding rank (NaN: none decided): the effect floors' other look
+    median_a: np.ndarray | None = None
+    median_b: np.ndarray | None = None
+    rank_median_a: np.ndarray | None = None
+    rank_median_b: np.ndarray | None = None
 
 
 def mean_of_runs(x: np.ndarray, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -180,37 +189,86 @@ def _median_of_runs(x: np.ndarray, run: np.ndarray) -> np.ndarray:
     return np.stack([np.median(x[:, run == r], axis=1) for r in runs.tolist()], axis=1)
 
 
-def _stratum(xa: np.ndarray, ra: np.ndarray, xb: np.ndarray, rb: np.ndarray,
-             test: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str | None]:
-    """One rank: (p, mean_a, mean_b) per row and why it cannot be tested (or None)."""
+class _Rank(NamedTuple):
+    """One rank's rows: p, each side's mean per sample (the mean of its runs' means) and
+    typical sample (the mean of its runs' medians), and why it cannot be tested (or None)."""
+
+    p: np.ndarray
+    mean_a: np.ndarray
+    mean_b: np.ndarray
+    median_a: np.ndarray
+    median_b: np.ndarray
+    why: str | None
+
+
+def _stratum(xa: np.ndarray, ra: np.ndarray, xb: np.ndarray, rb: np.ndarray, test: str) -> _Rank:
+    """One rank: (p, means, typical samples) per row and why it cannot be tested (or None)."""
     ma_runs, runs_a = mean_of_runs(xa, ra)
     mb_runs, runs_b = mean_of_runs(xb, rb)
     mean_a, mean_b = ma_runs.mean(axis=1), mb_runs.mean(axis=1)
+    med_a, med_b = _median_of_runs(xa, ra), _median_of_runs(xb, rb)
+    typical = (med_a.mean(axis=1), med_b.mean(axis=1))
     k = xa.shape[0]
     if len(runs_a) == 1 and len(runs_b) == 1:
         n_a, n_b = xa.shape[1], xb.shape[1]
         if test == "t":
             if n_a < 2 or n_b < 2:
-                return np.full(k, np.nan), mean_a, mean_b, f"{n_a} vs {n_b} samples (the t test needs 2 a side)"
-            p = student_groups(np.log(xa + LOG_OFFSET_NS), np.log(xb + LOG_OFFSET_NS), serial=True)[2]
+                return _Rank(np.full(k, np.nan), mean_a, mean_b, *typical,
+                             f"{n_a} vs {n_b} samples (the t test needs 2 a side)")
+            p = _t_test(np.log(xa + LOG_OFFSET_NS), np.log(xb + LOG_OFFSET_NS), serial=True)
         else:
             p = mann_whitney(xa, xb)[0]
             if min_p_value(n_a, n_b) >= 0.5:
-                return np.full(k, np.nan), mean_a, mean_b, f"{n_a} vs {n_b} samples"
-        return p, mean_a, mean_b, None
+                return _Rank(np.full(k, np.nan), mean_a, mean_b, *typical, f"{n_a} vs {n_b} samples")
+        return _Rank(p, mean_a, mean_b, *typical, None)
     if len(runs_a) + len(runs_b) < 3:
-        return np.full(k, np.nan), mean_a, mean_b, "too few runs"
+        return _Rank(np.full(k, np.nan), mean_a, mean_b, *typical, "too few runs")
     if test == "t":
         log_a, log_b = np.log(xa + LOG_OFFSET_NS), np.log(xb + LOG_OFFSET_NS)
-        t_mean, _, p_mean = student_groups(mean_of_runs(log_a, ra)[0], mean_of_runs(log_b, rb)[0])
-        med_a, med_b = _median_of_runs(xa, ra), _median_of_runs(xb, rb)
-        t_med, _, p_med = student_groups(np.log(med_a + LOG_OFFSET_NS), np.log(med_b + LOG_OFFSET_NS))
+        la, lb = mean_of_runs(log_a, ra)[0], mean_of_runs(log_b, rb)[0]
+        t_mean, p_mean = np.sign(lb.mean(axis=1) - la.mean(axis=1)), _t_test(la, lb)
+        lma, lmb = np.log(med_a + LOG_OFFSET_NS), np.log(med_b + LOG_OFFSET_NS)
+        t_med, p_med = np.sign(lmb.mean(axis=1) - lma.mean(axis=1)), _t_test(lma, lmb)
         # a row in under half of some run's steps (a checkpoint every few steps) has no typical step: its means
         steady = (med_a > 0).all(axis=1) & (med_b > 0).all(axis=1)
         p = np.where(~steady, p_mean, np.where(t_mean * t_med < 0, 1.0, np.fmax(p_mean, p_med)))
     else:
         p = mann_whitney(ma_runs, mb_runs)[0]
-    return p, mean_a, mean_b, None
+    return _Rank(p, mean_a, mean_b, *typical, None)
+
+
+#: the clock's resolution, ns: Kineto's JSON writes whole µs, the coarsest of the formats
+#: polyprof reads. Where both sides' log values are constant, the t test has no spread
+#: to weigh their difference against (t infinite, p 0): the rounding of each value to
+#: it is the least spread they have (:func:`_t_test`)
+RESOLUTION_NS = 1000.0
+#: the smallest p-value a diff gives: a smaller one (the t test's tail past what a double
+#: holds) is written as this bound, never as 0
+P_FLOOR = float(np.finfo(np.float64).tiny)
+
+
+def _t_test(la: np.ndarray, lb: np.ndarray, serial: bool = False) -> np.ndarray:
+    """Two-sided p of Student's t (``ranktest.student_groups``) on log values ``la``,
+    ``lb`` (``log(x + LOG_OFFSET_NS)``, of steps or of runs), never 0: where both sides
+    are constant and differ (two steps a side of whole-µs times, 87 µs in both of A's
+    and absent from B's, gave p 0), the variance is that of rounding each value present
+    to :data:`RESOLUTION_NS`, res² / 12 on the time, (res / (x + 1 µs))² / 12 on its log
+    (absent is exactly 0); and a p under :data:`P_FLOOR` is that bound."""
+    t, df, p = student_groups(la, lb, serial=serial)
+    stuck = np.isinf(t)
+    if stuck.any():
+        def rounding(lv: np.ndarray) -> np.ndarray:
+            present = lv > np.log(LOG_OFFSET_NS) + 1e-12
+            return np.where(present, RESOLUTION_NS ** 2 / 12.0 / np.exp(2.0 * lv), 0.0).sum(axis=1)
+
+        a, b = la[stuck], lb[stuck]
+        n_a, n_b = a.shape[1], b.shape[1]
+        dof = np.maximum(n_a + n_b - 2.0, 1.0)
+        se2 = (rounding(a) + rounding(b)) / dof * (1.0 / n_a + 1.0 / n_b)
+        delta = b.mean(axis=1) - a.mean(axis=1)
+        p = p.copy()
+        p[stuck] = t_two_sided(np.abs(delta) / np.sqrt(se2), np.full(len(a), dof))
+    return np.where(p < P_FLOOR, P_FLOOR, p)
 
 
 def compare(a: Samples | SparseSamples, b: Samples | SparseSamples, test: str = "t") -> Compared:
@@ -224,17 +282,18 @@ def compare(a: Samples | SparseSamples, b: Samples | SparseSamples, test: str = 
         nan = np.full(k, np.nan)
         return Compared(nan, nan.copy(), nan.copy(), np.zeros((k, 0)), [], np.full(k, -1), "",
                         "no rank is in both runs" if len(a.rank) and len(b.rank) else "no samples")
-    P, MA, MB = (np.zeros((k, len(strata))) for _ in range(3))
+    P, MA, MB, DA, DB = (np.zeros((k, len(strata))) for _ in range(5))
     why: list[str | None] = [None] * len(strata)
     for j, (sa, sb) in enumerate(zip(_by_rank(a, strata), _by_rank(b, strata))):
         step = max(1, BLOCK_CELLS // max(len(sa.run), len(sb.run), 1))
         for lo in range(0, max(k, 1), step):  # one pass with no rows too: the reason
             hi = min(k, lo + step)
-            P[lo:hi, j], MA[lo:hi, j], MB[lo:hi, j], why[j] = _stratum(_block(sa, lo, hi), sa.run, _block(sb, lo, hi),
-                                                                       sb.run, test)
+            got = _stratum(_block(sa, lo, hi), sa.run, _block(sb, lo, hi), sb.run, test)
+            P[lo:hi, j], MA[lo:hi, j], MB[lo:hi, j], DA[lo:hi, j], DB[lo:hi, j], why[j] = got
     mean_a, mean_b = MA.mean(axis=1), MB.mean(axis=1)
     decided = np.full(k, -1, np.int64)
     rank_a, rank_b = np.full(k, np.nan), np.full(k, np.nan)
+    rank_med_a, rank_med_b = np.full(k, np.nan), np.full(k, np.nan)
     testable = [i for i, w in enumerate(why) if w is None]
     untestable = None if testable else _why_by_ranks(strata, why)
     looks = len(testable)  # the ranks tested: one whose test was skipped (too few samples) is no look
@@ -252,6 +311,7 @@ def compare(a: Samples | SparseSamples, b: Samples | SparseSamples, test: str = 
         rows = np.flatnonzero(by_rank)
         decided[rows] = np.array(strata)[best[rows]]
         rank_a[rows], rank_b[rows] = MA[rows, best[rows]], MB[rows, best[rows]]
+        rank_med_a[rows], rank_med_b[rows] = DA[rows, best[rows]], DB[rows, best[rows]]
     runs_a = {int(r): len(unique(a.run[a.rank == r])) for r in strata}
     runs_b = {int(r): len(unique(b.run[b.rank == r])) for r in strata}
     replicated = any(runs_a[r] > 1 or runs_b[r] > 1 for r in strata)
@@ -266,7 +326,8 @@ def compare(a: Samples | SparseSamples, b: Samples | SparseSamples, test: str = 
     if len(strata) > 1:
         method += f", each of {len(strata)} ranks, combined (Stouffer) and the most-changed rank (Bonferroni)"
     return Compared(p, mean_a, mean_b, P, [int(r) for r in strata], decided, method, untestable, rank_a, rank_b,
-                    MA, MB, sizes, smallest_p(sizes, looks, test))
+                    MA, MB, sizes, smallest_p(sizes, looks, test), DA.mean(axis=1), DB.mean(axis=1), rank_med_a,
+                    rank_med_b)
 
 
 def smallest_p(sizes: list[tuple[int, int, bool]], n_strata: int, test: str) -> float:
@@ -363,17 +424,44 @@ def adjust(p: dict[str, np.ndarray], correction: str) -> dict[str, np.ndarray]:
     return out
 
 
+def _past_floors(delta: np.ndarray, rel: np.ndarray, floors: tuple[float, float]) -> np.ndarray:
+    """Per row: whether a change (ns per sample, and relative: NaN where A had none, new
+    in B) passes both floors."""
+    rel_floor, abs_floor = floors
+    big_rel = np.isnan(rel) | (np.abs(np.nan_to_num(rel)) >= rel_floor)
+    return big_rel & (np.abs(np.nan_to_num(delta)) >= abs_floor) & (np.nan_to_num(delta) != 0)
+
+
+def typical_change(med_a: np.ndarray, med_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(B - A, relative to A) of the rows' typical samples (``Compared.median_a``):
+    NaN where neither side has one (a row in under half of every side's steps, a
+    checkpoint every fourth step, whose typical step is its absence: its mean decides);
+    relative NaN where A's is 0 (new in B), as :func:`change_of`."""
+    delta, rel = change_of(med_a, med_b)
+    none = ~((med_a > 0) | (med_b > 0))
+    return np.where(none, np.nan, delta), np.where(none, np.nan, rel)
+
+
 #: a tested row's ``reason`` where the test could not have called any row (``diff_notes.reach``)
 NO_REACH = "the test cannot reach alpha with these samples"
 
 
 def decide(p: np.ndarray, p_adj: np.ndarray, tested: np.ndarray, delta: np.ndarray, rel: np.ndarray,
-           alpha: float, floors: tuple[float, float], testable: bool) -> tuple[np.ndarray, ...]:
-    """(significant, change, reason) of each row: the test, then the two floors."""
-    rel_floor, abs_floor = floors
+           alpha: float, floors: tuple[float, float], testable: bool,
+           typical: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+    """(significant, change, reason) of each row: the test, then the two floors, on the
+    change of the mean (``delta``, ``rel``) and, where ``typical`` gives one (not NaN),
+    on the change of the typical sample the same way (:func:`typical_change`): the step
+    time's floors are on its median step, which a stalled step does not move; a row's
+    on both, since one stalled step moves its mean (an op of 3-8 µs a step, once 704 µs,
+    read 29.1 µs -> 2.23 µs per step, -92%, on a shift of 2.4 µs in every step)."""
     n = len(p)
-    big_rel = np.isnan(rel) | (np.abs(np.nan_to_num(rel)) >= rel_floor)  # NaN: new in B (A had none)
-    big = big_rel & (np.abs(np.nan_to_num(delta)) >= abs_floor) & (np.nan_to_num(delta) != 0)
+    big = _past_floors(delta, rel, floors)
+    if typical is not None:
+        t_delta, t_rel = typical
+        known = ~np.isnan(t_delta)
+        along = np.sign(np.nan_to_num(t_delta)) == np.sign(np.nan_to_num(delta))
+        big &= ~known | (_past_floors(np.nan_to_num(t_delta), t_rel, floors) & along)
     below_p = tested & (np.nan_to_num(p_adj, nan=1.0) < alpha)
     sig = below_p & big
     change = np.where(sig & (delta > 0), "slower", np.where(sig & (delta < 0), "faster", "")).astype(object)

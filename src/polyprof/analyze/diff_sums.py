@@ -16,6 +16,8 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .common import counted_kernel_rows, module_codes
 from .diff_nesting import NestPairs, nest_pairs, table_events
+from .diff_sides import recorded_by
+from .units import number_ranges
 from .window import AUTO, WindowArg, label, selection, view
 from .window_counting import within_ns
 
@@ -92,6 +94,8 @@ class TraceSums:
     span_ns: int = 0  # the trace's duration (its one sample when it has no steps)
     nest: dict[str, NestPairs] | None = None  # ops' and sections' time by the span around them
     path: str | None = None  # the file it was read from, where known
+    recorded: str = ""  # what recorded it, in words: its plugins, else its file's format (diff_sides)
+    analysed: str = ""  # the numbers of the steps analysed, as ranges ("1-11")
 
 
 def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
@@ -132,7 +136,9 @@ def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
     span = within_ns(sel, t0, t1) if sel is not None else t1 - t0
     return TraceSums(_rank(trace), len(trace.sources), trace.n_events,
                      (steps.end - steps.start).astype(np.int64), tables, label(trace, window), int(span),
-                     nest_pairs(events), _path(trace))
+                     nest_pairs(events), _path(trace),
+                     recorded_by(trace.metadata.get(mkeys.PLUGINS), trace.metadata.get(mkeys.FILE_SOURCE)),
+                     number_ranges(steps.number.tolist()) if len(steps) else "")
 
 
 def _path(trace: Trace) -> str | None:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..trace.sorting import unique
 from .diff_nesting import NestCounts, items
+from .diff_sides import steps_words
 from .diff_stats import LOG_OFFSET_NS, NO_REACH, Samples, mean_of_runs
 from .frames import column
 
@@ -94,11 +95,18 @@ def _nested(rows: list[dict[str, Any]], names: dict[str, str], how: str = "moved
 
 
 def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict[str, Any]], ov: dict[str, Any],
-                  top: int, fmt_ns: Callable[[float], str], nest: NestCounts | None = None) -> list[str]:
+                  top: int, fmt_ns: Callable[[float], str], nest: NestCounts | None = None,
+                  apart: list[str] | None = None) -> list[str]:
     """A headline, then the step time, what got slower, what got faster, what did not
     change; times written by ``fmt_ns``. ``nest``: the rows' nesting, by which the
     lists of rows group nested rows that moved together into one item (``diff_nesting``;
-    None: a row an item)."""
+    None: a row an item). ``apart``: the words for the tables not compared
+    (``diff_sides.lines``; ``ov["not_compared"]`` names them), whose rows the verdict
+    leaves out; where every row is, they are the headline, and the step time follows."""
+    tables = {t: df for t, df in tables.items() if t not in (ov.get("not_compared") or {})}
+    if apart and not any(len(df) for df in tables.values()):  # nothing compared but the step time
+        return apart + _step_lines(st, f"{100 * ov['rel_floor']:g}% and {fmt_ns(ov['abs_floor_ns'])} per "
+                                       f"{st.get('unit', 'step')}", ov["untestable"] is None, None, fmt_ns)
     reason = ov["untestable"]
     unit = st.get("unit", "step")
     floor = f"{100 * ov['rel_floor']:g}% and {fmt_ns(ov['abs_floor_ns'])} per {unit}"
@@ -136,6 +144,7 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                          f"{_step_headline(st, ov, unit)}.")
     if out_of_reach:
         lines.append(out_of_reach)
+    lines += apart or []
     if st["steps_a"] and st["steps_b"] and st["mean_ns_a"] == st["mean_ns_a"]:
         lines += _step_lines(st, floor, reason is None, tables if not changes else None, fmt_ns,
                              (ov["rel_floor"], ov["abs_floor_ns"]), nest)
@@ -143,33 +152,72 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
         lines.append(f"No change is called significant: {reason}.")
         return lines + _largest(tables, unit, top, fmt_ns)
     names = short_names([c["name"] for c in changes])
+    one_run = ov["samples"] == "steps" and runs == (1, 1)
     for direction in ("slower", "faster"):
         sel = [c for c in changes if c["change"] == direction and c.get("lead", True)]
         if sel:
             more = f" (and {len(sel) - top} more)" if len(sel) > top else ""
             lines.append(f"{direction.capitalize()} in B ({len(sel)}): " +
                          "; ".join(_item(c, fmt_ns, names[c["name"]], names, unit) for c in sel[:top]) + more + ".")
-    total = sum(len(df) for df in tables.values())
-    floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
-    apart = other_rows - {(c["table"], c["name"]) for c in changes}  # other work, not called changed
-    lines.append(f"{'Not called changed (none could be, above)' if ov.get('reach') else 'Unchanged'}: "
-                 f"{total - len(changes) - len(apart)} of {total} {_held(tables)}"
-                 + (f" ({floored} beyond the noise but under {floor})" if floored else "")
-                 + (f"; {len(apart)} more are other work (below)" if apart else "")
-                 + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
-                   f"alpha {ov['alpha']:g}.")
+    lines.append(_unchanged(tables, changes, other_rows, ov, floor))
     if ov["samples"] != "steps":
         return lines
     if other:
-        lines.append(f"B runs other work: {'; '.join(other[:top])}. A change of the machine or of its "
-                     "load does not add, drop or repeat calls: the program changed.")
-    elif runs == (1, 1):
-        if st.get("change"):  # (two runs of one program, one a side, were called +74% at p 7.8e-07 with 2 rows)
-            lines.append(_machine_line(st, changes, names, tables))
-        else:
-            lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each side "
-                         "has several runs (polyprof diff A1 A2 A3 -- B1 B2 B3; two a side call only large changes).")
+        more = f" (and {len(other) - top} more)" if len(other) > top else ""
+        lines.append(f"B runs other work: {'; '.join(other[:top])}{more}. A change of the machine or of its load "
+                     "does not add, drop or repeat calls: the program changed.")
+    if not one_run:
+        return lines
+    timed = [c for c in changes if c.get("lead", True) and (c["table"], c["name"]) not in other_rows]
+    if other and (timed or st.get("change")):  # (other work proves the program changed, not that these times did)
+        lines.append(_one_run_times(st, timed, names))
+    elif st.get("change"):  # (two runs of one program, one a side, were called +74% at p 7.8e-07 with 2 rows)
+        lines.append(_machine_line(st, changes, names, tables))
+    else:
+        lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each side "
+                     "has several runs (polyprof diff A1 A2 A3 -- B1 B2 B3; two a side call only large changes).")
     return lines
+
+
+def _one_run_times(st: dict[str, Any], timed: list[dict[str, Any]], names: dict[str, str]) -> str:
+    """The last line where one run a side runs other work and times are called changed
+    (``timed``: the changed rows that are not other work; the step time): that they are
+    measured against step-to-step noise only. Before, "B runs other work ... the program
+    changed" took this line's place, and a dropped ``aten::tanh`` stood beside an
+    ``aten::sum`` +202% and a step +6.5% that the machine had made (the program's own
+    timer: +6.4% on a step that lost 0.11 ms of work)."""
+    said = [f"{label(c['table'], c.get('kind', ''))} {names.get(c['name'], c['name'])} "
+            f"{_pct(_rel(c['step_mean_ns_a'], c['step_mean_ns_b']))}" for c in timed[:3]]
+    said += [f"and {len(timed) - 3} more"] if len(timed) > 3 else []
+    if st.get("change"):
+        said.append(f"the {st.get('unit', 'step')} time {_pct(st['median_rel_change'])}")
+    return (f"One run a side: the times called changed ({'; '.join(said)}) are measured against step-to-step noise "
+            "only, and the calls B adds or drops do not say whether they moved with the program or with the machine: "
+            "a change of the machine or of its load between the runs (another node, other work beside it) moves "
+            "times too; runs taking turns (A, B, A, B) and three or more runs a side tell them apart (polyprof diff "
+            "A1 A2 A3 -- B1 B2 B3).")
+
+
+def _unchanged(tables: dict[str, Any], changes: list[dict[str, Any]], other_rows: set[tuple[str, str]],
+               ov: dict[str, Any], floor: str) -> str:
+    """"Unchanged: N of M ...": the rows neither called changed, nor other work
+    (``other_rows``), nor new or gone (under the floor, where other work does not name
+    them: before, a torch run against a JAX one, no row in both, read "Unchanged: 6 of
+    21", six torch ops gone), with how many of each."""
+    total = sum(len(df) for df in tables.values())
+    floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
+    called = {(c["table"], c["name"]) for c in changes}
+    apart = other_rows - called  # other work, not called changed
+    came = {(t, str(n)) for t, df in tables.items()
+            for n, a, b in zip(column(df, "name").tolist(), column(df, "count_a").tolist(),
+                               column(df, "count_b").tolist()) if (a == 0) != (b == 0)} - called - apart
+    return (f"{'Not called changed (none could be, above)' if ov.get('reach') else 'Unchanged'}: "
+            f"{total - len(called) - len(apart) - len(came)} of {total} {_held(tables)}"
+            + (f" ({floored} beyond the noise but under {floor})" if floored else "")
+            + (f"; {len(apart)} more are other work (below)" if apart else "")
+            + (f"; {len(came)} more are new or gone" if came else "")
+            + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
+              f"alpha {ov['alpha']:g}.")
 
 
 #: the step time and the changed rows "moved together" (as a change of the machine or of its
@@ -260,6 +308,8 @@ def _step_headline(st: dict[str, Any], ov: dict[str, Any], unit: str) -> str:
                 f"{_pct(st['rel_change'])})")
     if st.get("p_value") is None or st["p_value"] != st["p_value"] or st.get("significant") is None:
         return f"{unit} time not tested"
+    if st.get("reason") == NO_REACH:
+        return f"{unit} time cannot be called (the rank test's smallest p with {st['sizes']} is {st['smallest_p']:.2g})"
     if med >= ov["abs_floor_ns"] and rel >= ov["rel_floor"] and med > 0:
         return f"{unit} time not called changed (median {_pct(st['median_rel_change'])}, p={st['p_value']:.2g})"
     return f"{unit} time unchanged"
@@ -278,6 +328,8 @@ def _step_lines(st: dict[str, Any], floor: str, tested: bool, tables: dict[str, 
             {"slower": "B is slower", "faster": "B is faster"}.get(st["change"], "no significant change"))
     if tested and not st["change"] and st.get("reason") == "below the effect floor":
         what = f"no significant change (beyond the noise, under {floor} at the median)"
+    if tested and st.get("reason") == NO_REACH:
+        what = f"cannot be called: the rank test's smallest p with {st['sizes']} is {st['smallest_p']:.2g}"
     if tested and st.get("reason") == APART:
         way = "longer" if st.get("test_way", 0) > 0 else "shorter"
         test = f"the mean of the log times is {way}" if st.get("test") == "t" else f"the rank test finds them {way}"
@@ -490,14 +542,17 @@ def sign_notes(tables: dict[str, Any], ov: dict[str, Any]) -> list[str]:
     numbers of steps, or time outside the analysed steps), naming the largest."""
     rows = []
     for t, df in tables.items():
+        if t in (ov.get("not_compared") or {}):
+            continue
         total, step = column(df, "delta_total_ns").astype(np.float64), column(df, "step_delta_ns").astype(np.float64)
         for i in np.flatnonzero((np.sign(total) * np.sign(np.nan_to_num(step))) < 0).tolist():
             rows.append((abs(total[i]), f"{label(t, _kind(df, t, i))} {str(column(df, 'name')[i])[:60]}"))
     if not rows:
         return []
-    per = {s: ov[s]["steps"] / max(ov[s]["traces"], 1) for s in ("a", "b")}
-    why = (f"A has {per['a']:.3g} steps a trace and B {per['b']:.3g}: the totals add them up, the per-step "
-           "figures average them" if per["a"] != per["b"] else
+    per = {s: ov[s].get("steps_per_trace") or [ov[s]["steps"] // max(ov[s]["traces"], 1)] * 2 for s in ("a", "b")}
+    alike = per["a"][0] == per["a"][1] == per["b"][0] == per["b"][1]  # (runs of 20, 12 and 40 steps: "B 23")
+    why = (f"A has {steps_words(per['a'])} steps a trace and B {steps_words(per['b'])}: the totals add them up, "
+           "the per-step figures average them" if not alike else
            "their time outside the analysed steps (counted in the totals, not per step) changed the other way")
     name = max(rows)[1]
     return [f"Note: {len(rows)} row(s) changed one way in total and the other per step ({name}"
