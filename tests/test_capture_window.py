@@ -107,6 +107,39 @@ def test_a_slow_plugin_start_is_not_in_the_window_and_is_said() -> None:
     assert any("the plugins took 1.5" in w and "s to start" in w for w in said), said
 
 
+def test_a_capture_numbers_its_steps_from_the_window_after_a_slow_start() -> None:
+    """Step 0 is the window's first step, from its start, as a session's: before, the
+    steps kept the session's numbers, counted through the plugins' start-up (a torch
+    program's first capture began at step 19, its later ones at step 0)."""
+    from polyprof.derive.steps import find_steps
+
+    s = serve(0, plugins=["host", SlowStart()], max_duration_ms=20_000, collect_timeout=10)
+    stop = threading.Event()
+
+    def loop() -> None:
+        t_end = time.monotonic() + 60
+        while not stop.is_set() and time.monotonic() < t_end:
+            with polyprof.step():
+                sum(range(2000))
+                time.sleep(0.003)
+
+    th = threading.Thread(target=loop, daemon=True)
+    th.start()
+    try:
+        got = client.capture([s.address], 600)[0]
+    finally:
+        stop.set()
+        th.join(10)
+        s.stop(grace_s=2)
+    assert got.ok, got.error
+    trace = got.trace()
+    steps = find_steps(trace)
+    assert steps.source == "polyprof" and len(steps) > 20
+    assert steps.number.tolist() == list(range(len(steps)))  # before: from ~450 (the 1.5 s start-up)
+    assert trace.names()[steps.rows].tolist() == [f"step {n}" for n in range(len(steps))]
+    assert int(steps.start[0]) == trace.metadata[mkeys.CAPTURE]["window_ns"][0]  # the step it began in, cut
+
+
 #: a served torch program: a Linear loop in sections until STOP exists (at most LIMIT s);
 #: READY is made once the loop runs (a capture before would find torch not imported yet)
 TORCH_PROGRAM = r"""

@@ -33,9 +33,11 @@ OWNER_ENV = "POLYPROF_SERVE_OWNER"
 def serve(port: int = 0, host: str = "127.0.0.1", *, plugins: Sequence[str | Plugin] | None = None,
           token: str | None = None, token_file: str | Path | None = None, tls: TLSFiles | None = None,
           max_duration_ms: int = Limits.max_duration_ms, max_response_bytes: int = Limits.max_response_bytes,
-          collect_timeout: float = 30.0) -> Server:
+          collect_timeout: float = 30.0, exit_grace_s: float = Limits.exit_grace_s) -> Server:
     """Serve captures from this process on ``host:port`` (port 0: any free port, see
-    ``Server.port``) until ``Server.stop()`` or the end of the program.
+    ``Server.port``) until ``Server.stop()`` or the end of the program. A capture in
+    progress when the program ends is answered with what it recorded; the program's
+    exit waits at most ``exit_grace_s`` for that answer.
 
     Listening on an address other than loopback needs a shared token (``token``, or
     ``token_file``, or ``$POLYPROF_SERVE_TOKEN[_FILE]``) or TLS with client certificates
@@ -48,7 +50,8 @@ def serve(port: int = 0, host: str = "127.0.0.1", *, plugins: Sequence[str | Plu
         token = read_token(token_file)
     if tls is None:
         tls = tls_from_env()
-    limits = Limits(max_duration_ms=int(max_duration_ms), max_response_bytes=int(max_response_bytes))
+    limits = Limits(max_duration_ms=int(max_duration_ms), max_response_bytes=int(max_response_bytes),
+                    exit_grace_s=max(0.0, float(exit_grace_s)))
     from .server import start
 
     return start(host, int(port), plugins=plugins, token=token, tls=tls, limits=limits,

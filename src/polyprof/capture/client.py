@@ -162,6 +162,8 @@ def _call(address: str, channel: grpc.Channel, request: pb.ProfileRequest, timeo
 #: a TLS failure (a wrong CA or certificate) is final, whatever else its text says
 _CONNECTION_FAILED = ("socket closed", "connection reset", "broken pipe")
 _TLS_FAILED = ("ssl", "tls", "certificate", "handshake")
+#: what gRPC tells the client of a call the server cancelled as it stopped (its grace over)
+_SERVER_STOPPED = "cancelling all calls"
 
 
 def _turned_away(e: grpc.RpcError, address: str) -> bool:
@@ -207,10 +209,17 @@ def describe_rpc_error(e: BaseException, address: str, timeout_s: float, connect
     the connection ended under it, because the program ended or was killed during the
     capture (nothing listens there now) or the server closed it. gRPC's details then say
     "Connection reset by peer", "Socket closed" or "Connection refused", by how it last
-    tried; the first two also mean a server had accepted the connection."""
+    tried; the first two also mean a server had accepted the connection. "Cancelling all
+    calls" is the server's own stop cancelling the call: the program ended during the
+    capture and its answer was not ready within the server's exit grace (server.py)."""
     code = e.code() if hasattr(e, "code") else None
     details = (e.details() if hasattr(e, "details") else str(e)) or ""
     name = getattr(code, "name", "ERROR")
+    if name == "UNAVAILABLE" and _SERVER_STOPPED in details.lower():
+        return (f"the program serving at {address} ended (or stopped its server) during the capture, and its "
+                f"answer was not ready within the time a program's end waits for it (exit_grace_s, 30 s unless "
+                f"the program set it: docs/capture.md), so it is lost ({details}); capture a shorter duration, "
+                f"or one that ends before the program does")
     if name == "UNAVAILABLE":
         low = details.lower()  # a connection reset or closed was one a server had accepted
         if not connected and not any(m in low for m in (*_CONNECTION_FAILED, "stream removed")):

@@ -116,15 +116,16 @@ def _somewhere(path: Path, write: Callable[[Path], object]) -> Path:
     return alt
 
 
-def _keep(c: Captured, path: Path) -> None:
+def _keep(c: Captured, path: Path) -> Path | None:
     """Write the XSpace as received to ``path`` for a capture polyprof could not read, and
-    say so in its error."""
+    say so in its error; where it went."""
     try:
         path = _write_bytes(c, path)
     except PolyprofError as e:
         c.error = f"{c.error}; its XSpace could not be kept either: {e}"
-    else:
-        c.error = f"{c.error}; the XSpace as received is in {path}"
+        return None
+    c.error = f"{c.error}; the XSpace as received is in {path}"
+    return path
 
 
 def _save(trace: Trace, path: Path) -> None:
@@ -171,20 +172,67 @@ def write_one(c: Captured, path: Path, fmt: str) -> list[Written]:
     return [done] if done else []
 
 
-def check_dir(out_dir: Path) -> None:
-    """Refuse an output for several captures that is a file (before capturing: a
-    capture is not lost to an output that cannot be written)."""
+def check_dir(out_dir: Path, overwrite: bool = False) -> None:
+    """Refuse, before capturing (a capture is not lost to an output that cannot be
+    written), an output for several captures that is a file, or a directory that holds
+    anything: its files are read as the ranks of one job, so another capture's there
+    would be read as ranks of this one (before, ``polyprof summary DIR`` took two
+    captures' windows for one job, even 4 ranks of 2 processes). With ``overwrite``, a
+    directory that holds only an earlier capture's files (:func:`_earlier_set`) is
+    accepted, and :func:`write_set` replaces them; one that holds anything else is
+    refused, as ``convert`` refuses a non-empty folder that is not a store."""
     if out_dir.exists() and not out_dir.is_dir():
         raise CaptureError(f"{out_dir}: exists and is not a directory (several addresses are written as one "
                            "file each into the directory -o names)")
+    there = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+    if not there:
+        return
+    if not overwrite:
+        raise CaptureError(f"{out_dir}: is not empty ({_listed(there)}): the files of a capture of several "
+                           "processes are the ranks of one job, and files there would be read as ranks of "
+                           "this capture; choose another directory, or pass --overwrite to replace an earlier "
+                           "capture's files")
+    earlier = _earlier_set(out_dir)
+    kept = out_dir / UNREADABLE_DIR
+    folder = kept.is_dir() and not kept.is_symlink()
+    other = [n for n in there if out_dir / n not in earlier and not (n == UNREADABLE_DIR and folder)]
+    other += [f"{UNREADABLE_DIR}/{p.name}" for p in sorted(kept.iterdir()) if p not in earlier] if folder else []
+    if other:
+        raise CaptureError(f"{out_dir}: holds files that are not a capture's ({_listed(other)}): refusing to "
+                           "replace them; choose another directory")
 
 
-def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[Written]:
+def _listed(names: Sequence[str], most: int = 3) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _earlier_set(out_dir: Path) -> set[Path]:
+    """The files of a capture written in ``out_dir`` before: traces in the formats a set
+    is written in (polyprof's, or XSpace as received) that are what their names say,
+    and the XSpace files kept in ``unreadable/``. No link, and no file of the user's."""
+    from ..collect.output import not_ours  # (only a directory that holds files is looked at)
+
+    def ours(p: Path, endings: Sequence[str]) -> bool:
+        return (not p.is_symlink() and p.is_file() and p.name.endswith(tuple(endings))
+                and not_ours(p) is None)
+
+    found = {p for p in out_dir.iterdir() if ours(p, list(FORMATS.values()))}
+    kept = out_dir / UNREADABLE_DIR
+    if kept.is_dir() and not kept.is_symlink():
+        found |= {p for p in kept.iterdir() if ours(p, [FORMATS["xplane"]])}
+    return found
+
+
+def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str, overwrite: bool = False) -> list[Written]:
     """One file per successful capture in ``out_dir``, names unique; the directory loads
     as the ranks of one job with :func:`polyprof.load_ranks`. A capture polyprof cannot
     read is kept under its address's name: in ``out_dir`` for ``xplane`` (the file
-    asked for), else in ``out_dir/unreadable/``; its ``error`` says so."""
-    check_dir(out_dir)
+    asked for), else in ``out_dir/unreadable/``; its ``error`` says so. ``out_dir`` must
+    be empty (:func:`check_dir`); with ``overwrite`` an earlier capture's files there
+    are replaced: those this set did not write over are removed once it is written (all
+    kept where nothing was received)."""
+    out_dir = _set_dir(out_dir, overwrite)
+    earlier = _earlier_set(out_dir) if out_dir.is_dir() else set()
     out_dir.mkdir(parents=True, exist_ok=True)
     read_ = [(c, read(c)) for c in captures if c.ok]
     done = [(c, t) for c, t in read_ if t is not None]
@@ -199,11 +247,51 @@ def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[Wri
             name = f"{stem}.{n}"
         used.add(name)
         if trace is None:
-            where = out_dir if fmt == "xplane" else out_dir / UNREADABLE_DIR
-            _keep(c, where / f"{name}{FORMATS['xplane']}")
-        elif (w := _write(c, out_dir / f"{name}{FORMATS[fmt]}", fmt, trace)) is not None:
-            written.append(w)
+            target = (out_dir if fmt == "xplane" else out_dir / UNREADABLE_DIR) / f"{name}{FORMATS['xplane']}"
+            at = _keep(c, target)
+        else:
+            target = out_dir / f"{name}{FORMATS[fmt]}"
+            w = _write(c, target, fmt, trace)
+            at = w[1] if w is not None else None
+            if w is not None:
+                written.append(w)
+        if at == target:  # written over (an earlier file there that a write could not replace goes)
+            earlier.discard(target)
+    if read_ and earlier:
+        _remove_earlier(out_dir, earlier)
     return written
+
+
+def _set_dir(out_dir: Path, overwrite: bool) -> Path:
+    """``out_dir``, or where :func:`check_dir` refuses it now (checked before the capture:
+    something was written there meanwhile), the first free ``<out_dir>.N`` beside it,
+    said (a capture cannot be taken again)."""
+    try:
+        check_dir(out_dir, overwrite)
+        return out_dir
+    except CaptureError as e:
+        n = 1
+        while (alt := out_dir.with_name(f"{out_dir.name}.{n}")).exists():
+            n += 1
+        log.error("%s; the captures were written to %s instead", e, alt)
+        return alt
+
+
+def _remove_earlier(out_dir: Path, earlier: set[Path]) -> None:
+    """Remove the files an earlier capture left that this one did not write over."""
+    for p in sorted(earlier):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.error("%s: an earlier capture's file could not be removed (%s): the directory mixes two captures",
+                      p, e.strerror or e)
+    log.info("removed %d file(s) of an earlier capture from %s", len(earlier), out_dir)
+    try:
+        (out_dir / UNREADABLE_DIR).rmdir()  # (only if empty)
+    except OSError:
+        pass
 
 
 def assign_ranks(captures: Sequence[Captured], done: list[tuple[Captured, Trace]]) -> None:
@@ -218,10 +306,17 @@ def assign_ranks(captures: Sequence[Captured], done: list[tuple[Captured, Trace]
         t.sources[0].rank = place[id(c)]
 
 
-def write_logdir(captures: Sequence[Captured], logdir: Path, session_id: str) -> list[Written]:
+def write_logdir(captures: Sequence[Captured], logdir: Path, session_id: str,
+                 overwrite: bool = False) -> list[Written]:
     """``<logdir>/plugins/profile/<session>/<process>.xplane.pb``, where XProf and
-    TensorBoard list profiles."""
+    TensorBoard list profiles (the session's folder as ``-o`` of :func:`write_set`:
+    one capture's files)."""
+    return write_set(captures, logdir_run(logdir, session_id), "xplane", overwrite)
+
+
+def logdir_run(logdir: Path, session_id: str) -> Path:
+    """The folder of one capture's session in an XProf log dir."""
     run = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)
     if not run:
         raise CaptureError("empty session id")
-    return write_set(captures, logdir / "plugins" / "profile" / run, "xplane")
+    return logdir / "plugins" / "profile" / run

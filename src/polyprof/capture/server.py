@@ -15,7 +15,10 @@ import os
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+# loaded now, not first during a capture's stop (pandas imports it): its exit hook is then
+# registered before the server's (_stop_at_exit runs first), and not refused as python
+# ends ("can't register atexit after shutdown": a capture the program's end stopped)
+import concurrent.futures.thread  # noqa: F401
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
@@ -24,6 +27,7 @@ from .. import logs
 from ..errors import ServeError
 from ..trace.identity import rank_from_env
 from . import profiler_service_pb2 as pb
+from .pool import DaemonPool
 from .protocol import XSPACE_TOOL, generic_handler
 from .security import TLSFiles, check_exposure, join_address, token_interceptor
 from ..trace import metadata_keys as mkeys
@@ -44,6 +48,9 @@ MAX_SESSION_ID = 256
 _POLL_S = 0.05  # how often a running capture checks for an early end
 #: a start-up of the plugins longer than this is said in the capture's warnings
 SLOW_START_S = 1.0
+#: how long a stop waits for the calls in flight when no capture runs (a Monitor's answer;
+#: a client that trickles its request in holds the program's end no longer than this)
+IDLE_GRACE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,9 @@ class Limits:
     max_connections: int = 64  # and at most 1/8 of the process's file descriptor limit
     handshake_timeout_ms: int = 5_000  # a connection that says nothing is closed after this
     idle_timeout_ms: int = 60_000  # a connection without calls is closed after this
+    #: how long the program's end waits for the answer of a capture in progress (its
+    #: session's stop, the window, the XSpace's encoding); past it the call is cancelled
+    exit_grace_s: float = 30.0
 
 
 def connection_cap(limits: Limits, fd_limit: int | None = None) -> int:
@@ -128,6 +138,11 @@ class CaptureService:
         self._current: _Capture | None = None
         self.captures = 0
 
+    @property
+    def answering(self) -> bool:
+        """A capture is running, or making its answer."""
+        return self._busy.locked()
+
     def handler(self) -> grpc.GenericRpcHandler:
         return generic_handler({"Profile": self.profile, "Terminate": self.terminate,
                                 "Monitor": self.monitor})
@@ -164,6 +179,8 @@ class CaptureService:
             doing = f" (session {cur.session_id!r} from {cur.peer}, ~{cur.left_s():.0f} s left)" if cur else ""
             raise _Refusal(grpc.StatusCode.ALREADY_EXISTS, f"busy: another capture is running{doing}; one capture at a time")
         try:
+            if self.closing.is_set():  # (again: a stop that saw no capture running gives it no grace)
+                raise _Refusal(grpc.StatusCode.UNAVAILABLE, "the program is ending; no capture")
             capture = _Capture(session_id or time.strftime("%Y_%m_%d_%H_%M_%S"), context.peer(), duration)
             self._current = capture
             return self._run(capture, context)
@@ -259,8 +276,8 @@ def window(trace: Trace, opened: int, closed: int, startup_ns: int) -> Trace:
     events not. As a ``--delay``/``--duration`` window (collect/schedule.py): events that
     overlap the window are kept whole, counter samples in it kept (and each counter's last
     before it); the session's start and stop are the window's, and the step marks cut by
-    its edges are cut to it (step 0 runs from the window's start, as from a session's),
-    as are the sections open at the session's stop (stat ``open_at_stop``: the program
+    its edges are cut to it and numbered from it (step 0 is the window's first, from its
+    start, as a session's: :func:`_number_from_window`), as are the sections open at the session's stop (stat ``open_at_stop``: the program
     runs on, collect/opened.py) at its end. ``capture`` in the metadata gets
     ``window_ns`` and ``startup_s``, and a start-up over :data:`SLOW_START_S` is a warning."""
     # the subsets and steps only when a capture ends (a server that waits loads none of it)
@@ -276,6 +293,7 @@ def window(trace: Trace, opened: int, closed: int, startup_ns: int) -> Trace:
     ends = ev["start_ns"][rows] + ev["dur_ns"][rows]
     ev["start_ns"][rows] = np.maximum(ev["start_ns"][rows], opened)
     ev["dur_ns"][rows] = np.maximum(np.minimum(ends, closed) - ev["start_ns"][rows], 0)
+    _number_from_window(out)
     cut = _open_at_stop(out)  # the sections open at the session's stop end at the window's end
     ev["dur_ns"][cut] = np.maximum(np.minimum(ev["start_ns"][cut] + ev["dur_ns"][cut], closed) - ev["start_ns"][cut], 0)
     session = out.metadata.get(mkeys.SESSION)
@@ -290,6 +308,33 @@ def window(trace: Trace, opened: int, closed: int, startup_ns: int) -> Trace:
         out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": note})
         log.info("%s", note)
     return out
+
+
+def _number_from_window(trace: Trace) -> None:
+    """polyprof's own steps (``polyprof.step()``'s, and those a plugin detects: events
+    ``step N`` of category step with the stat ``step`` = N) numbered from the window: its
+    first, the step the capture began in, is step 0. The session counts them from its
+    start, before the plugins' start-up, which the window leaves out: before, a torch
+    program's first capture (3.7 s of start-up) began at step 19, a later one at step 0.
+    Other step marks (a program's own ``ProfilerStep#N``) keep the program's numbers."""
+    import numpy as np  # (as window())
+
+    from ..trace import keys  # (the same reason)
+
+    col = trace.stats.get(keys.STEP)
+    cat = trace.string_id(keys.CAT_STEP)
+    if col is None or not len(col) or cat < 0 or col.values.dtype.kind not in "iu":
+        return
+    ev, values = trace.events, np.asarray(col.values, np.int64)
+    names = ev["name"][col.rows]
+    ours = (ev["category"][col.rows] == cat) & np.array(
+        [trace.strings[n] == f"step {v}" for n, v in zip(names.tolist(), values.tolist())], bool)
+    if not ours.any() or (first := int(values[ours].min())) == 0:
+        return
+    new = values.copy()
+    new[ours] -= first
+    col.values = new.astype(col.values.dtype)
+    ev["name"][col.rows[ours]] = [trace.intern(f"step {v}") for v in new[ours].tolist()]
 
 
 def _open_at_stop(trace: Trace) -> np.ndarray:
@@ -318,12 +363,19 @@ class Server:
     def address(self) -> str:
         return join_address(self.host, self.port)
 
-    def stop(self, grace_s: float = 5.0) -> None:
-        """Stop serving. A capture in progress ends now and is answered with what it has,
-        if that takes at most ``grace_s``; then open calls are cancelled."""
+    def stop(self, grace_s: float | None = None) -> None:
+        """Stop serving. A capture in progress ends now and is answered with what it
+        recorded, if its stop and encoding take at most ``grace_s`` (None: the server's
+        ``Limits.exit_grace_s``); then its call is cancelled, and the thread still making
+        its answer (a daemon thread: pool.py) holds nothing. With no capture running, the
+        other calls get at most :data:`IDLE_GRACE_S`. Called by the end of the program
+        too (:func:`_stop_at_exit`)."""
         global _server
-        self.service.closing.set()
-        self._grpc.stop(grace_s).wait(grace_s + 1.0)
+        grace = self.service.limits.exit_grace_s if grace_s is None else max(0.0, float(grace_s))
+        self.service.closing.set()  # (from here no capture begins: one running holds _busy)
+        if not self.service.answering:
+            grace = min(grace, IDLE_GRACE_S)
+        self._grpc.stop(grace).wait(grace + 1.0)
         with _server_lock:
             if _server is self:
                 _server = None
@@ -342,6 +394,40 @@ def _forget_in_child() -> None:
 
 
 fork.in_child(_forget_in_child)
+
+
+def _stop_at_exit() -> None:
+    """Python's end stops the server (once the main thread has ended: a capture in
+    progress has ended then, ``CaptureService._wait``): the capture's answer is waited
+    for at most ``Limits.exit_grace_s``. Run among threading's exit hooks, before python
+    joins the program's threads and before the ``atexit`` callbacks (a library's
+    teardown must not run under a plugin's stop: torch's, JAX's)."""
+    server = _server
+    if server is not None:
+        server.stop()
+
+
+_exit_hook: list[bool] = []
+
+
+def _stop_at_exit_once() -> None:
+    """Register :func:`_stop_at_exit` once per process (a forked child inherits it and
+    has no server: it does nothing there)."""
+    if _exit_hook:
+        return
+    # threading's own exit hooks (concurrent.futures' is one) run as python ends, before
+    # the atexit callbacks; atexit where this python has none
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is not None:
+            register(_stop_at_exit)
+        else:
+            import atexit  # (only where threading has no exit hooks of its own)
+
+            atexit.register(_stop_at_exit)
+    except RuntimeError:  # python is ending already: nothing to wait for
+        return
+    _exit_hook.append(True)
 
 
 def current() -> Server | None:
@@ -392,7 +478,8 @@ def start(host: str, port: int, *, plugins: Sequence[str | Plugin] | None, token
         if _server is not None:
             raise ServeError(f"this process already serves captures on {_server.address}")
         service = CaptureService(plugins, limits, collect_timeout)
-        server = grpc.server(ThreadPoolExecutor(limits.workers, thread_name_prefix="polyprof-serve"),
+        pool = DaemonPool(limits.workers, "polyprof-serve")  # gRPC calls its submit() only
+        server = grpc.server(pool,  # type: ignore[arg-type]  # (typed as a ThreadPoolExecutor)
                              handlers=[service.handler()], options=grpc_options(limits),
                              interceptors=[token_interceptor(token)] if token else None,
                              maximum_concurrent_rpcs=limits.max_concurrent_rpcs)
@@ -411,5 +498,6 @@ def start(host: str, port: int, *, plugins: Sequence[str | Plugin] | None, token
         _prepare_plugins(plugins)
         secured = "+".join(x for x, on in (("token", token), ("tls", tls)) if on) or "none"
         _server = Server(server, service, host, bound, secured)
+        _stop_at_exit_once()
     log.info("polyprof serves captures on %s (auth: %s)", _server.address, secured)
     return _server

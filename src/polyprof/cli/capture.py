@@ -35,6 +35,10 @@ def register(sub: Subparsers) -> None:
                         ".parquet...; default capture.polyprof); several: a directory that gets one file "
                         "per process, <host>-<pid>-rank<r> (a TensorFlow/JAX server: "
                         "<host>-port<port>-rank<r>; default capture/)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="several addresses (or --logdir): replace an earlier capture's files in the directory; "
+                        "without it a directory that holds anything is refused, before capturing (its files "
+                        "would be read as ranks of this capture)")
     p.add_argument("--logdir", help="instead of -o: write <logdir>/plugins/profile/<session>/<process>.xplane.pb "
                                     "for XProf or TensorBoard")
     p.add_argument("-f", "--format", choices=["polyprof", "xspace", "xplane"],
@@ -64,9 +68,11 @@ def run(args: argparse.Namespace) -> int:
     session_id = args.session_id or time.strftime("%Y_%m_%d_%H_%M_%S")
     if args.logdir and args.output:
         raise CaptureError("-o and --logdir both name where to write: give one")
-    if not args.logdir and len(addresses) > 1:
-        output.check_dir(Path(args.output or "capture"))
-    elif not args.logdir:
+    if args.logdir:
+        output.check_dir(output.logdir_run(Path(args.logdir), session_id), args.overwrite)
+    elif len(addresses) > 1:
+        output.check_dir(Path(args.output or "capture"), args.overwrite)
+    else:
         _check_file(Path(args.output or "capture.polyprof"))
     try:
         with _progress(args.duration_ms, len(addresses)):
@@ -75,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise CaptureError("interrupted: the captures were cancelled and the servers stopped recording") from None
     if args.logdir:
-        written = output.write_logdir(captures, Path(args.logdir), session_id)
+        written = output.write_logdir(captures, Path(args.logdir), session_id, args.overwrite)
     elif len(addresses) == 1:
         from ..collect.output import say_native  # (one file: what its name's ending gets, said as run says it)
 
@@ -86,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                 say_native(path, at)
     else:
         fmt = "xplane" if args.format in ("xspace", "xplane") else "polyprof"  # output.py's name for XSpace bytes
-        written = output.write_set(captures, Path(args.output or "capture"), fmt)
+        written = output.write_set(captures, Path(args.output or "capture"), fmt, args.overwrite)
     for c, path, n in written:
         print(f"polyprof: captured {c.address} -> {path} ({n} events)", file=sys.stderr)
     if len(written) > 1 and not args.logdir:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Callable, Sequence
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..lowlevel.unseen import quiet
 
@@ -16,6 +17,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("polyprof")
 
 
+def importing(module: object) -> bool:
+    """Whether ``module`` (from ``sys.modules``) is still being imported: importlib marks
+    its spec initialised only once its code has run (``spec._initializing``, what
+    importlib itself asks before it waits for another thread's import)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
 class ImportHook:
     """Runs ``callback`` right after the program finishes importing ``module``, so a
     default session profiles torch or pyopencl without making programs that never
@@ -24,12 +32,23 @@ class ImportHook:
     A meta path finder by its methods (``importlib.abc.MetaPathFinder`` as a base
     imports importlib.resources in every run). Its ``find_spec`` is unseen by the
     program's profilers (lowlevel/unseen.py), and it leaves ``sys.meta_path`` once its
-    module is imported."""
+    module is imported.
+
+    The callback runs on the importing thread once importlib marks the module's spec
+    initialised (:meth:`_watch`), the import's last step: the module is then complete
+    for every thread (:func:`importing` is False). That also covers an import already
+    running when the hook is installed (another thread's ``import torch`` when a capture
+    starts): its ``find_spec`` was asked before, and before, the hook waited for an import
+    that had begun and so never fired (a capture started during the program's ``import
+    torch`` recorded no torch op, and said nothing)."""
 
     def __init__(self, module: str, callback: Callable[[], None]):
         self.module = module
         self.callback = callback
         self._busy = False
+        self._lock = threading.Lock()
+        self._fired = False
+        self._watched: tuple[Any, type] | None = None  # (spec, its own class) while watched
         self.find_spec = quiet(self._find_spec)  # importlib calls finder.find_spec(...)
 
     def _find_spec(self, fullname: str, path: Sequence[str] | None,
@@ -51,7 +70,6 @@ class ImportHook:
         if spec is None or loader is None or not hasattr(loader, "exec_module"):
             return spec
         original = loader.exec_module
-        callback, name = self.callback, self.module
 
         def exec_module(module: ModuleType) -> None:
             try:
@@ -62,10 +80,8 @@ class ImportHook:
                 except AttributeError:
                     pass
             self.remove()  # its work is done: later imports do not pass through it
-            try:
-                callback()
-            except Exception as e:  # never break the user's import
-                log.warning("the %s plugin could not start after import: %s", name, e)
+            if not self._watch(getattr(module, "__spec__", None)):  # not importlib's import: now
+                self._fire()
 
         try:
             loader.exec_module = exec_module
@@ -73,15 +89,80 @@ class ImportHook:
             return spec
         return spec
 
+    def _watch(self, spec: Any) -> bool:
+        """Run the callback as importlib marks ``spec`` initialised (on the importing
+        thread; at once if it already is). False where ``spec`` is not being imported."""
+        if spec is None or not getattr(spec, "_initializing", False):
+            return False
+        own = type(spec)
+        hook = self
+
+        class Watched(own):  # type: ignore[misc,valid-type]  # the spec's class, one assignment watched
+            __slots__ = ()
+
+            def __setattr__(self, name: str, value: Any) -> None:
+                super().__setattr__(name, value)
+                if name == "_initializing" and not value:
+                    hook._import_ended(self)
+
+        Watched.__name__, Watched.__qualname__ = own.__name__, own.__qualname__  # (its repr unchanged)
+        with self._lock:
+            if self._fired or self._watched is not None:
+                return True
+            try:
+                spec.__class__ = Watched
+            except TypeError:  # a spec class that cannot be watched
+                return False
+            self._watched = (spec, own)
+        if not getattr(spec, "_initializing", False):  # the import ended while the watch was put in place
+            self._import_ended(spec)
+        return True
+
+    def _unwatch(self) -> None:
+        """The spec's own class back (with ``_lock`` held)."""
+        watched, self._watched = self._watched, None
+        if watched is not None:
+            object.__setattr__(watched[0], "__class__", watched[1])
+
+    def _import_ended(self, spec: Any) -> None:
+        with self._lock:
+            if self._watched is None or self._watched[0] is not spec:
+                return
+            self._unwatch()
+        if self.module not in sys.modules:  # the import failed: a later one passes through find_spec
+            return
+        self.remove()
+        self._fire()
+
+    def _fire(self) -> None:
+        """The callback, once; an error in it is logged, never raised into the import."""
+        with self._lock:
+            if self._fired:
+                return
+            self._fired = True
+        try:
+            self.callback()
+        except Exception as e:  # never break the user's import
+            log.warning("the %s plugin could not start after import: %s", self.module, e)
+
     def invalidate_caches(self) -> None:
         """Nothing cached (``importlib.invalidate_caches()`` calls it)."""
 
     def install(self) -> "ImportHook":
+        """In ``sys.meta_path`` for the module's next import, and watching the import of
+        it that is running now, if any (:func:`importing`)."""
         sys.meta_path.insert(0, self)
+        mod = sys.modules.get(self.module)
+        if mod is not None and importing(mod):
+            log.info("%s is being imported: its plugin starts when that import ends", self.module)
+            self._watch(mod.__spec__)
         return self
 
     def remove(self) -> None:
+        """Out of ``sys.meta_path``, and no longer watching an import (a session's stop)."""
         try:
             sys.meta_path.remove(self)
         except ValueError:
             pass
+        with self._lock:
+            self._unwatch()

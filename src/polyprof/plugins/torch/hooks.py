@@ -8,7 +8,7 @@ import logging
 import sys
 from typing import Any, Callable
 
-from ...collect.importhook import ImportHook
+from ...collect.importhook import ImportHook, importing
 from ...lowlevel import unseen
 
 log = logging.getLogger("polyprof")
@@ -26,9 +26,13 @@ _wrapped: set[Any] = set()
 
 
 def imported_torch() -> Any | None:
-    """torch if the program already imported it (never imports it ourselves)."""
+    """torch if the program already imported it (never imports it ourselves); None while
+    that import still runs (on another thread: a capture started during the program's
+    ``import torch``), which the plugin's ImportHook then follows to its end: a profiler
+    started on a half-imported torch from the session's thread could fail, or wait on
+    the import's lock."""
     mod = sys.modules.get("torch")
-    return mod if mod is not None and hasattr(mod, "profiler") else None
+    return mod if mod is not None and hasattr(mod, "profiler") and not importing(mod) else None
 
 
 def gate_profiler_start(before_prepare: Callable[[], None] | None = None,
