@@ -147,3 +147,63 @@ def test_a_read_only_command_runs_its_analyses_with_the_reuse_handler(monkeypatc
     assert get_handler_name() == "default_allocator" and heap.reuse_stats()["kept_bytes"] == 0
     with heap.for_command(False):
         assert get_handler_name() == "default_allocator"
+
+
+SAMPLED = V100.parent / "sampled_rank0.json.gz"  # (compute, communication and memory at once: 8 states)
+
+
+def test_kernel_states_and_event_stats_hold_a_few_columns_at_once(launches: Path):
+    """The live memory each adds at its peak, per launch (30k launched kernels, 120k
+    events): ``kernel_state_breakdown`` sweeps one sorted int64 key per instant, its fields
+    read out one at a time (~270 -> ~90 bytes; its own part is below ``clipped_unions``'),
+    and ``event_stats`` sorts one int64 per event packing its group, duration and row,
+    without an order array or gathered copies (~225 -> ~90)."""
+    from polyprof.analyze import events, kernel_states
+
+    trace = polyprof.load(launches)
+    cache.correlation(trace), cache.threads(trace), device_view(trace)  # (made before them in a summary)
+    assert _peak_per_launch(trace, kernel_states.kernel_state_breakdown) < 150
+    assert _peak_per_launch(trace, events.event_stats) < 150
+
+
+@pytest.mark.parametrize("name", ["launches", "v100", "sampled"])
+def test_the_packed_sweep_and_grouping_give_the_general_tables(monkeypatch, launches: Path, name: str):
+    """Where the keys would not fit in an int64 the general ways run (``np.lexsort`` of
+    the instants; :func:`~polyprof.analyze.grouping.duration_columns`): the tables are
+    the same, dtypes included."""
+    from polyprof.analyze import events, kernel_states
+
+    trace = polyprof.load({"launches": launches, "v100": V100, "sampled": SAMPLED}[name])
+    states, stats = kernel_states.kernel_state_breakdown(trace), events.event_stats(trace)
+    assert len(states) and len(stats)
+    monkeypatch.setattr(kernel_states, "_LIMIT", 0)
+    monkeypatch.setattr(events, "_pack", lambda *a: None)
+    assert kernel_states.kernel_state_breakdown(trace).equals(states)
+    assert events.event_stats(trace).equals(stats)
+
+
+def test_the_sweep_matches_the_lexsort_one_on_random_segments():
+    """Devices, classes and stretches at random (segments touching across classes and
+    stretches, times near 2**60 and below 0): the same times and stretch counts."""
+    from polyprof.analyze.kernel_states import _sweep, _sweep_lexsort
+
+    rng = np.random.default_rng(35)
+    for _ in range(200):
+        n, k = int(rng.integers(1, 5)), 3
+        t0 = int(rng.choice([-(10**6), 0, 2**60]))
+        t1 = t0 + int(rng.integers(0, 50))
+        cuts = np.sort(rng.integers(t0, t1 + 1, 2 * int(rng.integers(1, 3)))).tolist()
+        parts = []
+        for a, b in zip(cuts[0::2], cuts[1::2]):
+            gs, ss, es = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+            for g in range(n * k):  # each group's segments disjoint, not touching, by start
+                pts = np.sort(rng.choice(np.arange(a, b + 1), min(2 * int(rng.integers(0, 8)), b - a + 1) // 2 * 2,
+                                         replace=False))
+                gs.append(np.full(len(pts) // 2, g, np.int64))
+                ss.append(pts[0::2].astype(np.int64))
+                es.append(pts[1::2].astype(np.int64))
+            parts.append((np.concatenate(gs), np.concatenate(ss), np.concatenate(es)))
+        want = _sweep_lexsort(parts, n, k, t0, t1)
+        got = _sweep([tuple(x.copy() for x in p) for p in parts], n, k, t0, t1)
+        for x, y in zip(got, want):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
