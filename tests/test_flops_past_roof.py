@@ -162,8 +162,13 @@ def test_no_share_of_the_roof_past_100_on_the_shared_traces(resnet, h200):
     (("aten::div", "[[4,8],[4,8],[]]", '["float","float",""]'), 2, 1),  # rounding_mode
     (("aten::div", "[[4,8],[4,8],[4,8]]", '["float","float","float"]'), 2, 1),
     (("aten::div", "[[4,8],[4,8],[],[4,8]]", '["float","float","","float"]'), 2, 1),
-    (("aten::where", "[[4,8],[4,8],[4,8]]", '["bool","float","float"]'), 3, 1),
-    (("aten::where", "[[4,8],[4,8],[4,8],[4,8]]", '["bool","float","float","float"]'), 3, 1),
+    # a where's bool mask at its own byte per element (a quarter of an fp32 one): before, the mask's size
+    # was the whole op's (1 byte per element of every tensor: 3.25x too few bytes)
+    (("aten::where", "[[4,8],[4,8],[4,8]]", '["bool","float","float"]'), 2.25, 1),
+    (("aten::where", "[[4,8],[4,8],[4,8],[4,8]]", '["bool","float","float","float"]'), 2.25, 1),
+    (("aten::eq", "[[4,8],[4,8]]", '["float","float"]'), 2, 0.25),  # a comparison writes bool
+    (("aten::lt", "[[4,8],[]]", '["float","Scalar"]'), 1, 0.25),
+    (("aten::copy_", "[[4,8],[4,8],[]]", '["c10::BFloat16","float","Scalar"]'), 1, 0.5),  # a cast: fp32 read, bf16 written
     (("aten::sigmoid", "[[4,8],[4,8]]", '["float","float"]'), 1, 1),
     (("aten::gelu", "[[4,8],[]]", '["float",""]'), 1, 1),
     (("aten::gelu", "[[4,8],[4,8]]", '["float","float"]'), 1, 1),  # torch 1.x gelu.out
@@ -174,8 +179,9 @@ def test_no_share_of_the_roof_past_100_on_the_shared_traces(resnet, h200):
     (("aten::copy_", "[[4,8],[4,8],[]]", '["float","float","Scalar"]'), 1, 1),
 ])
 def test_elementwise_bytes_read_and_written(call, reads, writes):
-    elem = 1 if '"bool"' in call[2].split(",")[0] else 4  # bytes at the first input's element size
-    assert estimate_one(*call)[1] == elem * 32 * (reads + writes)
+    """``reads`` and ``writes`` in fp32 elements (4 bytes), of 32-element tensors; each tensor at its own size."""
+    assert estimate_one(*call)[1] == 4 * 32 * (reads + writes)
+    assert estimate_one(*call)[2] == ("bf16" if "BFloat16" in call[2] else "fp32")  # the data's, not a mask's
 
 
 def test_out_calls_cost_what_their_functional_calls_cost(tmp_path):

@@ -59,8 +59,8 @@ def test_memory_peaks_found_once_for_the_tables_and_the_findings(monkeypatch):
 def test_device_peaks_matched_once_per_trace(monkeypatch):
     t = polyprof.load(CONV)
     calls = []
-    match = peaks.match_properties
-    monkeypatch.setattr(peaks, "match_properties", lambda p: calls.append(1) or match(p))
+    match = peaks.identify
+    monkeypatch.setattr(peaks, "identify", lambda p: calls.append(1) or match(p))
     mfu = efficiency.mfu(t)
     efficiency.op_efficiency(t)
     first = peaks.device_peak(t)

@@ -22,7 +22,7 @@ from ..trace.sorting import find, member, row_of_key, union, unique, unique_inve
 from ..trace import keys
 from . import graph_costs
 from .common import op_durations, qualified_names, ran_on_device, stretches_ns
-from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
+from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs, ran_precision
 from .frames import column, empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
 from .nesting import outermost
@@ -64,6 +64,7 @@ def _costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     order = np.argsort(rows, kind="stable")
     rows, on_device = rows[order], on_device[order]
     c = op_costs(trace, rows)
+    c = c._replace(precision=ran_precision(trace, rows, on_device, c.flops, c.precision))  # (autocast's bf16)
     _per_execution(trace, rows, on_device, c)
     keep = ~(np.isnan(c.flops) & np.isnan(c.bytes))
     return rows[keep], on_device[keep], Costs(c.flops[keep], c.bytes[keep], c.precision[keep], c.source[keep])
@@ -198,9 +199,10 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     Columns: ``name`` (an XLA op: ``module/op``), ``module`` ("" for none), ``category``
     (an HLO op's opcode), ``count``, ``flops`` and ``bytes`` (summed over calls; an op
     nested in another keeps its own figure, so do not sum the column over names: ``mfu``
-    counts each FLOP once), ``flops_source`` (trace / shapes), ``precision`` (of the
-    first input), ``device_ns`` (device time the op's calls launched, nested ops
-    included; for a device op its duration), ``host_ns`` (the calls' host duration),
+    counts each FLOP once), ``flops_source`` (trace / shapes), ``precision`` (the first
+    call's, as it ran: ``flops.ran_precision``), ``device_ns`` (device time the op's calls
+    launched, nested ops included; for a device op its duration), ``host_ns`` (the calls'
+    host duration),
     ``time_ns`` (``device_ns`` where the op ran work on a device, else ``host_ns``: a
     CPU op), ``where`` (device / host), ``flops_per_s`` and ``bytes_per_s`` (achieved,
     over ``time_ns``), ``intensity`` (FLOPs per byte), ``peak_flops_per_s`` (the
@@ -500,7 +502,7 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
     ``flops_per_s`` (achieved), ``precision`` (assumed: ``precision`` if given, else the
     one most of the FLOPs it counts were in: :func:`main_precision`), ``devices`` (device planes with activity, at least 1),
     ``peak_flops_per_s`` (per device), ``mfu_pct`` (NaN without a peak: a CPU run, an
-    unknown device), ``device`` (the peaks' model and their source),
+    unknown device), ``device`` (the peaks' model and their source; a device not recognised, its name and why),
     ``uncounted_replay_pct`` (the whole window's row; NaN in the steps'): the percent of
     kernel time in replays of CUDA/HIP graphs captured before the trace, whose FLOPs are
     not counted (:func:`uncounted_replays`), so that ``mfu_pct`` is a floor where it is

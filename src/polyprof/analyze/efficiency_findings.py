@@ -22,6 +22,7 @@ from .efficiency import costed_rows, device_time, range_profiled, resolve_peak, 
 from .nesting import outermost
 from .finding import Finding, _records
 from .frames import column, labels, order_desc
+from .units import fmt_share
 from .table import Table
 
 LOW_MFU_PCT = 30.0  # overall MFU below this is "low"
@@ -63,19 +64,11 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     if len(oe):
         ok &= ~((column(oe, "bound_by") == "") & (column(oe, "intensity") < CHAIN_MAX_INTENSITY))  # (NaN: unknown)
         ok &= column(oe, "flops_source") != "counters"  # (a range profiler's replay windows: no kernel's time)
-    lost = np.where(ok, column(oe, "time_ns") * (1.0 - np.minimum(np.nan_to_num(roof), 100.0) / 100.0), 0.0) \
-        if len(oe) else np.zeros(0)
-    top = order_desc(lost)[:5] if len(lost) else np.zeros(0, np.int64)
-    top = top[lost[top] > 0] if len(top) else top
-    events = _records(oe, ["name", "count", "time_ns", "flops_per_s", "roofline_pct", "bound_by"], 5, top)
-    for e, i in zip(events, top.tolist()):
-        e["lost_ns"] = float(lost[i])
-        e["flops_per_s"] = float(f"{e['flops_per_s']:.4g}")  # readable in the terminal's evidence lines
-        e["roofline_pct"] = round(float(e["roofline_pct"]), 2)
-    names = ", ".join(dict.fromkeys(_title_name(e["name"]) for e in events[:3]))  # (an HLO op's name repeats)
+    events = _most_lost(oe, ok) if len(oe) else []
+    names = ", ".join(dict.fromkeys(_title_name(e["name"]) for e in events[:3]))
     prec = str(column(m, "precision")[0])
     return [Finding(
-        "low_mfu", f"Model FLOPs utilisation is {f'{pct:.1f}' if pct >= 0.1 else f'{pct:.3g}'}%"
+        "low_mfu", f"Model FLOPs utilisation is {fmt_share(pct)}%"  # (as the MFU line gives it)
         + (f" ({prec})" if prec else "")
         + (f"; most lost in {names}" if names else ""),
         "high" if pct < VERY_LOW_MFU_PCT else "medium", "",
@@ -83,6 +76,41 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
          "time_ns": float(column(m, "time_ns")[0]), "peak_flops_per_s": float(column(m, "peak_flops_per_s")[0]),
          "devices": int(column(m, "devices")[0]), "device": str(column(m, "device")[0])},
         events, (LOW_MFU_LEAD if events else "") + suggestion(trace, "low_mfu"))]
+
+
+def _most_lost(oe: Table, ok: np.ndarray, most: int = 5) -> list[dict[str, Any]]:
+    """The ``most`` op names of ``op_efficiency`` (its rows ``ok``) that lose the most time
+    against their roofline (time × (1 − roofline share)), one event each: ``count``,
+    ``time_ns`` and ``lost_ns`` summed over the name's rows (the library kernels of one
+    XLA command buffer are rows of one name that share its cost by time: listed thrice,
+    alike, before), ``flops_per_s`` over their time, ``roofline_pct`` their time's share
+    not lost, ``bound_by`` that of the row of most time."""
+    roof = np.minimum(np.nan_to_num(column(oe, "roofline_pct")), 100.0)
+    t = np.asarray(column(oe, "time_ns"), np.float64)
+    lost = np.where(ok, t * (1.0 - roof / 100.0), 0.0)
+    at = np.flatnonzero(ok & (lost > 0))
+    if not len(at):
+        return []
+    names = [str(n) for n in column(oe, "name")[at]]
+    codes, inv = np.unique(np.array(names, object), return_inverse=True)
+    k = len(codes)
+    lost_g = np.bincount(inv, weights=lost[at], minlength=k)
+    time_g = np.bincount(inv, weights=t[at], minlength=k)
+    f = np.asarray(column(oe, "flops"), np.float64)[at]
+    flops_g = np.bincount(inv, weights=np.nan_to_num(f), minlength=k)
+    flops_g[np.bincount(inv, weights=~np.isnan(f), minlength=k) == 0] = np.nan  # (a copy's: bytes alone)
+    count_g = np.bincount(inv, weights=np.asarray(column(oe, "count"), np.float64)[at], minlength=k)
+    lead = np.full(k, -1, np.int64)  # each name's row of most time (rows by time ascending: the last write wins)
+    order = np.argsort(t[at], kind="stable")
+    lead[inv[order]] = at[order]
+    bound = column(oe, "bound_by")
+    out = []
+    for g in order_desc(lost_g)[:most].tolist():
+        out.append({"name": str(codes[g]), "count": int(count_g[g]), "time_ns": float(time_g[g]),
+                    "flops_per_s": float(f"{flops_g[g] / time_g[g] * 1e9:.4g}") if time_g[g] > 0 else np.nan,
+                    "roofline_pct": round(100.0 * (1.0 - lost_g[g] / time_g[g]), 2) if time_g[g] > 0 else np.nan,
+                    "bound_by": str(bound[lead[g]]), "lost_ns": float(lost_g[g])})
+    return out
 
 
 def _counters_only(oe: Table) -> bool:

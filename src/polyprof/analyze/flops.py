@@ -21,6 +21,7 @@ from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.sorting import find, unique, unique_inverse
+from . import nesting
 
 if TYPE_CHECKING:
     from ..formats.xspace.xla_costs import DeviceCosts
@@ -100,6 +101,36 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
         has, vals = found[keys.FLOPS_PRECISION]
         prec[has] = np.asarray(vals, object).astype(str)
     return Costs(flops, nbytes, prec, src)
+
+
+def ran_precision(trace: Trace, rows: np.ndarray, on_device: np.ndarray, flops: np.ndarray,
+                  prec: np.ndarray) -> np.ndarray:
+    """The precision each framework op of ``rows`` (ascending; ``on_device`` False) ran
+    in: where other framework ops with FLOPs and a precision are nested in it on its
+    thread, the one most of the FLOPs of the innermost of those are in (the ops that
+    ran), else its own (its first data input's, :func:`_element`). Under
+    ``torch.autocast`` torch records an ``aten::linear`` with the fp32 inputs it was
+    called with, around the ``aten::linear`` of their bf16 casts and that one's
+    ``aten::addmm``: its own inputs made a bf16 product fp32, and the MFU of an
+    inference under autocast was held to the fp32 peak (15 times too high on an H200)."""
+    host = np.flatnonzero(~on_device & (np.nan_to_num(flops) > 0) & (prec != ""))
+    if len(host) < 2:
+        return prec
+    order, depth, parent = (np.asarray(a, np.int64) for a in nesting.of_rows(trace, rows[host], keep=False))
+    if not (parent >= 0).any():
+        return prec
+    kinds, code = unique_inverse(prec[host[order]].astype(str))
+    leaf = np.ones(len(order), bool)
+    leaf[parent[parent >= 0]] = False
+    acc = np.zeros((len(order), len(kinds)))  # per op, its innermost nested ops' FLOPs per precision
+    acc[np.flatnonzero(leaf), code[leaf]] = flops[host[order[leaf]]]
+    for d in range(int(depth.max()), 0, -1):  # each level's sums to the level above, the deepest first
+        at = np.flatnonzero(depth == d)
+        np.add.at(acc, parent[at], acc[at])
+    out = prec.copy()
+    inner = np.flatnonzero(~leaf)
+    out[host[order[inner]]] = kinds[np.argmax(acc[inner], axis=1)]
+    return out
 
 
 def hlo_costs(trace: Trace) -> DeviceCosts:
@@ -276,9 +307,10 @@ def estimate_one(name: str, dims_text: str, types_text: str = "", concrete_text:
         return math.nan, math.nan, ""
     types = types if isinstance(types, list) else []
     elem, prec = _element(types)
+    sizes = [_TYPES[t][0] if isinstance(t, str) and t in _TYPES else 0 for t in types]
     try:
         fl, elems = rule(Op(base, dims, types, conc if isinstance(conc, list) else [],
-                            strides if isinstance(strides, list) else []))
+                            strides if isinstance(strides, list) else [], sizes, elem))
     except (LookupError, TypeError, ValueError, ZeroDivisionError):
         return math.nan, math.nan, ""
     return float(fl), float(elems) * elem if elem else math.nan, prec
@@ -296,8 +328,9 @@ def _json(text: str) -> Any:
 
 
 def _element(types: Sequence[Any]) -> tuple[int, str]:
-    """Bytes per element and precision of the first tensor input with a known type."""
-    for t in types:
-        if isinstance(t, str) and t in _TYPES:
-            return _TYPES[t]
-    return 0, ""
+    """Bytes per element and precision of an op: those of its first input of a type that
+    computes in a precision (a where's data, not its bool mask, which made a where's
+    bytes 1 per element and its precision ""; an embedding's weights, not its indices),
+    else of its first input of a known type (integer ops: no precision)."""
+    known = [_TYPES[t] for t in types if isinstance(t, str) and t in _TYPES]
+    return next((k for k in known if k[1]), known[0] if known else (0, ""))

@@ -18,13 +18,23 @@ _JSON_WORDS = {"True": "true", "False": "false", "None": "null"}
 
 
 class Op(NamedTuple):
-    """One call: the base name (``mm``), input dims, types, concrete inputs and strides."""
+    """One call: the base name (``mm``), input dims, types, concrete inputs and strides;
+    ``sizes`` each input's bytes per element (0 where unknown) and ``elem`` the op's, that
+    of its data (``analyze/flops.py``: what it multiplies the elements a rule counts by)."""
 
     name: str
     dims: list
     types: list
     conc: list
     strides: list = []
+    sizes: list = []
+    elem: int = 0
+
+    def width(self, i: int, default: float = 1.0) -> float:
+        """Input ``i``'s element size in the op's elements (a where's bool mask of fp32
+        data: 0.25); ``default`` where either size is unknown."""
+        s = self.sizes[i] if i < len(self.sizes) else 0
+        return s / self.elem if s and self.elem else default
 
     def shape(self, i: int) -> list[int]:
         d = self.dims[i]
@@ -80,7 +90,8 @@ def _is_tensor(d: Any) -> bool:  # a tensor's dims, of one dimension or more (no
 _SIGNATURES = {n: sig for sig, names in (
     ("T", "relu neg abs exp sqrt rsqrt sigmoid tanh reciprocal square sign silu"),
     ("Tx", "log gelu leaky_relu clone contiguous"), ("Txx", "threshold hardtanh"), ("Txxx", "elu"),
-    ("TT", "mul maximum minimum clamp_min clamp_max pow sigmoid_backward tanh_backward silu_backward fill"),
+    ("TT", "mul maximum minimum clamp_min clamp_max pow sigmoid_backward tanh_backward silu_backward fill"
+           " eq ne lt le gt ge"),
     ("TTx", "add sub rsub div threshold_backward gelu_backward copy"), ("TTT", "clamp where lerp"),
     ("TTTx", "addcmul addcdiv")) for n in names.split()}
 
@@ -94,14 +105,15 @@ def _split_out(op: Op) -> tuple[list[int], int | None]:
     return [i for i in range(n if out is None else n - 1) if _is_tensor(d[i])], out
 
 
-def _read(op: Op, i: int) -> int:
-    """Elements input ``i`` reads: an expanded one's (stride 0 dims) distinct elements where
-    its strides are recorded (torch 2.x), else all."""
+def _read(op: Op, i: int) -> float:
+    """Elements input ``i`` reads, in the op's elements (:meth:`Op.width`: a bool mask
+    counts a quarter of an fp32 element): an expanded one's (stride 0 dims) distinct
+    elements where its strides are recorded (torch 2.x), else all."""
     d = op.dims[i]
     s = op.strides[i] if i < len(op.strides) else None
     if isinstance(s, list) and len(s) == len(d) and all(isinstance(x, int) for x in s):
-        return numel([x for x, st in zip(d, s) if st != 0])
-    return numel(d)
+        return numel([x for x, st in zip(d, s) if st != 0]) * op.width(i)
+    return numel(d) * op.width(i)
 
 
 # --- matrix products (torch's profiler: 2*M*K*N, additions of bias not counted) ---
@@ -304,13 +316,21 @@ def _rms_norm(op: Op) -> tuple[float, float]:
     return (4.0 if weight else 3.0) * n, 2 * n + (numel(op.dims[2]) if weight else 0)
 
 
-def _result(op: Op) -> tuple[int, int]:
-    """(elements of the result, elements read and written): an ``out=`` tensor is the result, not an input."""
+#: comparisons: their result is bool, one byte per element
+_BOOL_RESULT = frozenset("eq ne lt le gt ge".split())
+
+
+def _result(op: Op) -> tuple[int, float]:
+    """(elements of the result, elements read and written, each tensor at its own size:
+    :func:`_read`): an ``out=`` tensor is the result, not an input; a comparison's result
+    is bool, else of the op's type."""
     ins, out = _split_out(op)
     if not ins:
         raise ValueError("no tensor input")
     n = numel(op.dims[out]) if out is not None else numel(_broadcast(*(op.dims[i] for i in ins)))
-    return n, sum(_read(op, i) for i in ins) + n
+    width = op.width(out) if out is not None else \
+        (1.0 / op.elem if op.elem and op.name.rstrip("_") in _BOOL_RESULT else 1.0)
+    return n, sum(_read(op, i) for i in ins) + n * width
 
 
 def _elementwise(each: float) -> Callable[[Op], tuple[float, float]]:
@@ -321,7 +341,7 @@ def _elementwise(each: float) -> Callable[[Op], tuple[float, float]]:
     return rule
 
 
-def _add_mul(op: Op) -> tuple[float, float]:
+def _add_mul(op: Op) -> tuple[float, float]:  # (bytes: each tensor at its own size)
     """torch's profiler counts aten::add and aten::mul as one FLOP per element of the first input."""
     return float(numel(op.shape(0))), _result(op)[1]
 
@@ -329,19 +349,20 @@ def _add_mul(op: Op) -> tuple[float, float]:
 def _copy(op: Op) -> tuple[float, float]:
     """copy_(self, src): src read, self written; clone / contiguous(self): self read."""
     src = 1 if op.name.rstrip("_") == "copy" and len(op.dims) > 1 and _is_tensor(op.dims[1]) else 0
-    return 0.0, _read(op, src) + numel(op.shape(0))
+    return 0.0, _read(op, src) + numel(op.shape(0)) * op.width(0)  # (a cast: each at its own size)
 
 
 def _fill(op: Op) -> tuple[float, float]:
     """fill_(self, value): self (or ``out=``) written, nothing read (the value is a scalar)."""
-    return 0.0, numel(op.dims[_split_out(op)[1] or 0])
+    at = _split_out(op)[1] or 0
+    return 0.0, numel(op.dims[at]) * op.width(at)
 
 
 def _embedding(op: Op) -> tuple[float, float]:
     """embedding(weight[V, D], indices): a gather, no FLOPs; reads and writes rows·D."""
     w, idx = op.shape(0), op.shape(1)
     out = numel(idx) * w[-1]
-    return 0.0, 2 * out + numel(idx) * 2  # indices are int64: 2 elements of a 4-byte type
+    return 0.0, 2 * out + numel(idx) * op.width(1, 2.0)  # the indices at their size (int64; unknown: twice fp32)
 
 
 #: per element of the first TensorList: FLOPs, and how many lists are read and written

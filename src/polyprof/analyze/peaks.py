@@ -1,6 +1,9 @@
 """Device peaks as data: peak FLOP/s per precision and memory bandwidth of an
 accelerator, read from ``peaks.json`` (beside this module, each figure with its vendor
-document), matched to a trace's device by name, overridable by hand.
+document), matched to a trace's device by the whole words of its name (the most specific
+entry wins; a name no entry fits, or that fits two alike, gets no peaks and a reason
+rather than another device's), scaled to the units it reports (a MIG slice, one die),
+overridable by hand.
 
 A precision's peak is its tensor (matrix) unit's where the device has one, else its
 vector units'; ``fp32`` on an NVIDIA GPU is the vector peak (TF32 is its own
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
@@ -59,9 +63,24 @@ class Peak(NamedTuple):  # not a frozen dataclass: made at every start (docs/ben
 
 @lru_cache(maxsize=1)
 def table() -> tuple[dict[str, Any], ...]:
-    """The device entries of ``peaks.json``, in matching order."""
+    """The device entries of ``peaks.json``."""
     with open(Path(__file__).with_name("peaks.json"), encoding="utf-8") as f:
         return tuple(json.load(f)["devices"])
+
+
+def _words(text: str) -> frozenset[str]:
+    """The whole words of a device name, lower-case, split at anything not a letter or
+    digit: "NVIDIA A100-SXM4-80GB" -> a100, sxm4, 80gb, nvidia."""
+    return frozenset(_WORD.findall(text.lower()))
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@lru_cache(maxsize=1)
+def _lists() -> tuple[tuple[int, frozenset[str]], ...]:
+    """(entry, its words) per list of words of each entry's ``match``."""
+    return tuple((i, frozenset().union(*map(_words, words))) for i, e in enumerate(table()) for words in e["match"])
 
 
 def _peak(entry: Mapping[str, Any]) -> Peak:
@@ -69,14 +88,22 @@ def _peak(entry: Mapping[str, Any]) -> Peak:
                 entry.get("unit_kind", ""), entry.get("source", ""))
 
 
+def _candidates(name: str) -> list[int]:
+    """The entries (positions in :func:`table`) the name ``name`` fits: those one of whose
+    lists of words are all whole words of it, less those whose matching list another
+    entry's matching list includes (the more specific wins: "H100 NVL" over "H100", so
+    "NVIDIA H100 NVL" is no H100 SXM, and "l4" is no word of "NVIDIA L40S")."""
+    have = _words(name)
+    hits = [(i, w) for i, w in _lists() if w <= have]
+    return list(dict.fromkeys(i for i, w in hits if not any(j != i and w < v for j, v in hits)))
+
+
 def match(name: str) -> Peak | None:
     """The peaks of the device called ``name`` (e.g. Kineto's ``NVIDIA A100-PG509-200``),
-    or None: the first entry one of whose lists of substrings all occur in the name."""
-    low = f" {name.lower()} "
-    for e in table():
-        if any(all(s in low for s in words) for words in e["match"]):
-            return _peak(e)
-    return None
+    or None: the one entry it fits (:func:`_candidates`); None where it fits none, or
+    several alike (:func:`match_properties` tells those apart by their units)."""
+    found = _candidates(name)
+    return _peak(table()[found[0]]) if len(found) == 1 else None
 
 
 def device_properties(trace: Trace) -> list[Mapping[str, Any]]:
@@ -107,23 +134,66 @@ def device_names(trace: Trace) -> list[str]:
 
 
 def match_properties(props: Mapping[str, Any]) -> Peak | None:
-    """The peaks of the device ``props`` describe (deviceProperties): by its name
-    (:func:`match`), else by an entry's ``match_props``; a device with an exact fraction
-    of the entry's units (``numSms``: one die of a two-die MI250, a partition) gets
-    that fraction of each rate."""
+    """The peaks of the device ``props`` describe (deviceProperties), or None
+    (:func:`identify` says why)."""
+    return identify(props)[0]
+
+
+def identify(props: Mapping[str, Any]) -> tuple[Peak | None, str]:
+    """(peaks, "") of the device ``props`` describe, or (None, why not). By its name
+    (:func:`_candidates`; of several entries alike, the one whose units equal those it
+    reports, ``numSms``, else the one it is a whole fraction of), else by an entry's
+    ``match_props``. A device that reports fewer units than its entry (one die of a
+    two-die MI250, a partition, a MIG slice) gets that share of each rate (a MIG slice
+    the share of the memory bandwidth its memory is: :func:`_share`); one that reports
+    more is not that model: no peaks rather than another device's."""
     name = _name(props)
-    found = match(name) if name else None
-    if found is None:
-        low = {k: v.lower() if isinstance(v, str) else v for k, v in props.items()}
-        found = next((_peak(e) for e in table() for cond in e.get("match_props", ())
-                      if all(low.get(k) == v for k, v in cond.items())), None)
     units = props.get("numSms")
-    if (found is None or not isinstance(units, int) or isinstance(units, bool) or not 0 < units < found.units
-            or found.units % units):
-        return found
-    k = units / found.units
-    return found._replace(rates={r: v * k for r, v in found.rates.items()}, units=units,
-                   source=f"{found.source}; {units} of its {found.units} {found.unit_kind}s: {k:g} of each rate")
+    units = units if isinstance(units, int) and not isinstance(units, bool) and units > 0 else 0
+    fits = found = _candidates(name) if name else []
+    if len(found) > 1 and units:
+        entries = table()
+        found = ([i for i in found if entries[i].get("units") == units]
+                 or [i for i in found if int(entries[i].get("units", 0)) % units == 0])
+    if len(found) == 1:
+        pk: Peak | None = _peak(table()[found[0]])
+    else:
+        low = {k: v.lower() if isinstance(v, str) else v for k, v in props.items()}
+        pk = next((_peak(e) for e in table() for cond in e.get("match_props", ())
+                   if all(low.get(k) == v for k, v in cond.items())), None)
+    if pk is None:
+        if len(fits) > 1:
+            alike = " and ".join(table()[i]["model"] for i in fits)
+            return None, f"its name fits {alike} alike" + (f", and its {units} units do not tell them apart"
+                                                           if units else "")
+        return None, "no entry of analyze/peaks.json names it" if name else ""
+    if not units or not pk.units or units == pk.units:
+        return pk, ""
+    if units > pk.units:
+        return None, (f"it reports {units} {pk.unit_kind or 'unit'}s, more than the {pk.units} of the {pk.model} "
+                      "its name matches: another model")
+    return _share(pk, units, name), ""
+
+
+#: a MIG instance's profile in a device name: "NVIDIA A100-SXM4-40GB MIG 3g.20gb" (its memory, GB)
+_MIG = re.compile(r"\bmig\s+\d+g\.(\d+)gb\b")
+
+
+def _share(pk: Peak, units: int, name: str) -> Peak:
+    """The peaks of a device that reports ``units`` of its entry's: that share of each
+    rate (each SM or CU runs at the same clock); a MIG slice's memory bandwidth, that of
+    its memory slices, the share of the GPU's memory its profile names (a 3g.20gb of an
+    A100 40GB: 42 of 108 SMs, half the bandwidth) where the entry gives the memory."""
+    k = units / pk.units
+    rates = {r: v * k for r, v in pk.rates.items()}
+    said = f"{units} of its {pk.units} {pk.unit_kind}s: {k:.3g} of each rate"
+    mig = _MIG.search(name.lower())
+    total = next((float(e.get("memory_gb", 0)) for e in table() if e["model"] == pk.model), 0.0)
+    if mig and total and "hbm" in pk.rates:
+        m = min(1.0, int(mig.group(1)) / total)
+        rates["hbm"] = pk.rates["hbm"] * m
+        said = f"a MIG slice, {said}, and {m:.3g} of the memory bandwidth ({mig.group(1)} of its {total:g} GB)"
+    return pk._replace(rates=rates, units=units, source=f"{pk.source}; {said}")
 
 
 def _plane_peaks(trace: Trace, found: Peak | None) -> Peak | None:
@@ -175,10 +245,15 @@ def _distinct(props: list[_P]) -> list[_P]:
     return out
 
 
+#: the model of peaks given by hand (``--peak``) for a trace that names no device
+BY_HAND = "given by hand"
+
+
 def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None) -> Peak | None:
     """The peaks of the trace's (first recognised) device, with ``override`` (text as
-    :func:`parse_override` reads it, or rates) put over them; None when no device is
-    recognised and nothing is given."""
+    :func:`parse_override` reads it, or rates) put over them; None when the trace names
+    no device and nothing is given; a Peak of no rates (its ``source`` says why, after
+    :data:`UNRECOGNISED`) where it names devices none of which is recognised."""
     over = parse_override(override) if isinstance(override, str) else dict(override or {})
     for k in over:
         if k not in RATE_KEYS:
@@ -186,17 +261,33 @@ def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None)
     found = memo(trace, "device_peak", _matched)  # matched once per trace (op_efficiency, mfu, the findings)
     if not over:
         return found
-    base = found or Peak("given by hand")
-    src = f"{base.source}; " if base.source else ""
+    base = found or Peak(BY_HAND)
+    src = f"{base.source}; " if base.source and not base.source.startswith(UNRECOGNISED) else ""
     named = sorted({p.partition("=")[0].strip().lower() for p in override.split(",") if p.strip()}) \
         if isinstance(override, str) else sorted(over)  # as the user wrote them (fp32, not fp32_tensor on a CPU)
     return base._replace(rates={**base.rates, **over}, source=f"{src}given: {', '.join(named)}")
 
 
+#: the start of the ``source`` of a device's :class:`Peak` of no rates: why it has none
+UNRECOGNISED = "no peaks: "
+
+
 def _matched(trace: Trace) -> Peak | None:
-    """The peaks of the trace's first recognised device, XProf's own over them."""
-    found = next((p for p in map(match_properties, _distinct(device_properties(trace))) if p is not None), None)
-    return _plane_peaks(trace, found)
+    """The peaks of the trace's first recognised device, XProf's own over them; where it
+    names devices and none is recognised, a Peak of no rates naming the first and why
+    (:data:`UNRECOGNISED`: not in the table, or fits several entries alike), so that the
+    MFU says so rather than nothing, or another device's."""
+    why: tuple[str, str] | None = None
+    for props in _distinct(device_properties(trace)):
+        pk, reason = identify(props)
+        if pk is not None:
+            return _plane_peaks(trace, pk)
+        if why is None and reason:
+            why = (_name(props), reason)
+    found = _plane_peaks(trace, None)
+    if found is None and why is not None:
+        return Peak(why[0], source=UNRECOGNISED + why[1])
+    return found
 
 
 #: the peaks given for the tables computed now (``--peak``): see :func:`using`

@@ -1,4 +1,4 @@
-"""Times and rank numbers as people read them, for the analyses' own sentences (a diff's
+"""Times, rates and rank numbers as people read them, for the analyses' own sentences (a diff's
 verdict) and every report."""
 
 from __future__ import annotations
@@ -17,6 +17,28 @@ def fmt_ns(ns: float) -> str:
 
 def fmt_pct(x: float) -> str:
     return "-" if x != x else f"{x:.1f}%"
+
+
+def fmt_share(pct: float) -> str:
+    """A utilisation in percent to three significant digits (0.175, 24.7, 196), the same
+    on the MFU line and in the low-MFU finding's title."""
+    return "-" if pct != pct else f"{pct:.3g}"
+
+
+def fmt_si(x: float, unit: str) -> str:
+    """4.72 GFLOP, 19.8 TFLOP/s: three significant digits and an SI prefix."""
+    if x != x:
+        return "-"
+    for p, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {p}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def fmt_rate(key: str, x: float) -> str:
+    """A rate named ``*flops_per_s`` or ``*bytes_per_s`` (a finding's evidence) with its
+    unit: 298 TFLOP/s, 3.1 TB/s."""
+    return fmt_si(x, "FLOP/s" if key.endswith("flops_per_s") else "B/s" if key.endswith("bytes_per_s") else "/s")
 
 
 def fmt_bytes(b: float) -> str:

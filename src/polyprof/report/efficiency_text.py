@@ -10,25 +10,20 @@ import numpy as np
 from ..analyze.efficiency import range_profiled, uncounted_of
 from ..analyze.common import on_device
 from ..analyze.frames import column
-from ..analyze.units import fmt_ns
+from ..analyze.peaks import BY_HAND, UNRECOGNISED
+from ..analyze.units import fmt_ns, fmt_share, fmt_si
 from ..trace import keys
 from ..trace.core import Trace
 from .tables import Report
 from .textout import Para
 
 
-def _si(x: float, unit: str) -> str:
-    """4.72 GFLOP, 19.8 TFLOP/s: three significant digits and an SI prefix."""
-    for p, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {p}{unit}"
-    return f"{x:.3g} {unit}"
-
-
 def mfu_line(report: Report) -> Para | None:
     """``MFU 0.88% (tf32): 4.72 GFLOP in 1.08 ms, 4.37 TFLOP/s of 495 TFLOP/s peak``; None
     for a trace without FLOPs. Without a peak: ``MFU unknown (fp32): ...; no fp32 peak
-    known for this CPU: give one with --peak fp32=<FLOP/s>``."""
+    known for this CPU: give one with --peak fp32=<FLOP/s>``, naming the device and why
+    where its name is in no entry of the peaks table or fits several alike. Past 100%
+    it says that the peak or the FLOPs cannot be right."""
     m = report.tables.get("mfu")
     flops = float(column(m, "flops")[0]) if m is not None and len(m) else 0.0
     if not flops > 0:
@@ -36,20 +31,32 @@ def mfu_line(report: Report) -> Para | None:
     pct, prec = float(column(m, "mfu_pct")[0]), str(column(m, "precision")[0])
     t_ns, rate = float(column(m, "time_ns")[0]), float(column(m, "flops_per_s")[0])
     peak, devices = float(column(m, "peak_flops_per_s")[0]), int(column(m, "devices")[0])
-    done = f"{_si(flops, 'FLOP')} in {fmt_ns(t_ns)}, {_si(rate, 'FLOP/s')}"
+    done = f"{fmt_si(flops, 'FLOP')} in {fmt_ns(t_ns)}, {fmt_si(rate, 'FLOP/s')}"
     p = f" ({prec})" if prec else ""
     words = uncounted_words(flops, uncounted_of(m))
     unknown = f"; {words}" if words else ""
     if report.trace.n_events and range_profiled(report.trace):
         unknown += ("; timed under CUPTI's range profiler, which replays each kernel range to read its counters: "
                     "the time is the profiler's, not the program's")
+    model, _, source = str(column(m, "device")[0]).partition(" (")
     if np.isfinite(pct):
         per = f" x {devices} devices" if devices > 1 else ""
-        return Para((("MFU", "bold"), (f" {pct:.3g}%{p}: {done} of {_si(peak, 'FLOP/s')} peak{per}{unknown}", None)))
+        if pct > 100:
+            whose = "given" if model == BY_HAND else f"({model}'s)"
+            unknown += (f"; past 100%: the peaks {whose} or the FLOPs counted cannot be right (a device the "
+                        "trace names wrongly? give its peaks with --peak)")
+        return Para((("MFU", "bold"), (f" {fmt_share(pct)}%{p}: {done} of {fmt_si(peak, 'FLOP/s')} peak{per}{unknown}",
+                                       None)))
     key = prec or "fp32"
-    where = "device" if on_device(report.trace) else "CPU"
-    known = str(column(m, "device")[0]).split(" (", 1)[0]
-    what = f"for {known}" if known else f"for this {where}"
+    source = source[:-1] if source.endswith(")") else source
+    if model == BY_HAND:  # --peak named other precisions only
+        what = f"(--peak gave {source.split('given: ', 1)[-1]} only)"
+    elif source.startswith(UNRECOGNISED):
+        what = f"for {model} ({source[len(UNRECOGNISED):]})"
+    elif model:
+        what = f"for {model}"
+    else:
+        what = f"for this {'device' if on_device(report.trace) else 'CPU'}"
     return Para((("MFU", "bold"), (f" unknown{p}: {done}; no {key} peak known {what}: give one with "
                                    f"--peak {key}=<FLOP/s>", None)))
 

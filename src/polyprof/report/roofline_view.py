@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..analyze.efficiency import resolve_peak
+from ..analyze.peaks import UNRECOGNISED
 from ..analyze.frames import column
 from .tables import Report
 
@@ -90,6 +91,7 @@ def roofline_view(report: Report) -> dict[str, Any]:
     """What the page shows: the SVG and a line on the peaks used."""
     svg = roofline_svg(report)
     pk = resolve_peak(report.trace, None) if svg else None
-    note = (f"roofs: {pk.model} ({pk.source})" if pk else "no device peaks known: points only (--peak gives them)"
-            ) if svg else ""
+    why = f" for {pk.model} ({pk.source.removeprefix(UNRECOGNISED)})" if pk else ""  # (a device not recognised)
+    note = (f"roofs: {pk.model} ({pk.source})" if pk and pk.rates else
+            f"no device peaks known{why}: points only (--peak gives them)") if svg else ""
     return {"svg": svg, "note": note}

@@ -10,7 +10,7 @@ import numpy as np
 from ..analyze.critical_path import on_path_totals
 from ..analyze.frames import column, labels, order_desc
 from ..analyze.table import Table
-from ..analyze.units import fmt_bytes, fmt_ns, fmt_num, fmt_pct, fmt_size, number_ranges  # noqa: F401 (fmt_* used by importers)
+from ..analyze.units import fmt_bytes, fmt_ns, fmt_num, fmt_pct, fmt_rate, fmt_size, number_ranges  # noqa: F401 (fmt_* used by importers)
 from ..analyze.window import WindowArg, selection
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
@@ -47,6 +47,8 @@ def _event_text(e: object, name: str = "") -> str:
             parts.append(f"{k[:-3]}={fmt_ns(v)}")
         elif (k == "bytes" or k.endswith("_bytes")) and isinstance(v, (int, float)) and not isinstance(v, bool):
             parts.append(f"{k}={fmt_size(v)}")  # (the key kept: "total" may be a time's)
+        elif k.endswith("_per_s") and isinstance(v, float):
+            parts.append(f"{k}={fmt_rate(k, v)}")
         else:
             parts.append(f"{k}={v}")
     return " ".join(parts)
@@ -74,6 +76,7 @@ def _finding_lines(findings: list) -> list[Para]:
         color = {"high": "red", "medium": "yellow"}.get(f.severity, "cyan")
         ev = ", ".join(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else
                        f"{k[:-6]}={fmt_size(v)}" if k.endswith("_bytes") and isinstance(v, (int, float)) else
+                       f"{k}={fmt_rate(k, v)}" if k.endswith("_per_s") and isinstance(v, float) else
                        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={_listed(v)}" for k, v in f.evidence.items())
         out.append(Para(((f"● {f.severity}", color), (" ", None), (f.title, "bold"))))
         parts = [("evidence", ev)]
