@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -60,6 +61,28 @@ class SlowStart(Plugin):
         return b.build()
 
 
+
+def _capture_while(s: Any, body: Callable[[], None], ms: int) -> Any:
+    """A capture of ``ms`` from server ``s`` while a thread calls ``body`` over and over
+    (at most 60 s); the server stopped after it. The capture's answer, checked ok."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        t_end = time.monotonic() + 60
+        while not stop.is_set() and time.monotonic() < t_end:
+            body()
+
+    th = threading.Thread(target=loop, daemon=True)
+    th.start()
+    try:
+        got = client.capture([s.address], ms)[0]
+    finally:
+        stop.set()
+        th.join(10)
+        s.stop(grace_s=2)
+    assert got.ok, got.error
+    return got
+
 def _span(trace, rows) -> tuple[int, int]:
     return int(trace.start_ns[rows].min()), int(trace.end_ns[rows].max())
 
@@ -77,24 +100,13 @@ def _check_same_window(trace, host_rows, device_rows, requested_ms: int) -> None
 
 def test_a_slow_plugin_start_is_not_in_the_window_and_is_said() -> None:
     s = serve(0, plugins=["host", SlowStart()], max_duration_ms=20_000, collect_timeout=10)
-    stop = threading.Event()
 
     def work() -> None:
-        t_end = time.monotonic() + 60
-        while not stop.is_set() and time.monotonic() < t_end:
-            with polyprof.section("work"):
-                sum(range(2000))
-            time.sleep(0.001)
+        with polyprof.section("work"):
+            sum(range(2000))
+        time.sleep(0.001)
 
-    th = threading.Thread(target=work, daemon=True)
-    th.start()
-    try:
-        got = client.capture([s.address], 800)[0]
-    finally:
-        stop.set()
-        th.join(10)
-        s.stop(grace_s=2)
-    assert got.ok, got.error
+    got = _capture_while(s, work, 800)
     trace = got.trace()
     assert active_session() is None
     host, device = trace.rows_named("work"), trace.rows_named("tick")
@@ -114,24 +126,13 @@ def test_a_capture_numbers_its_steps_from_the_window_after_a_slow_start() -> Non
     from polyprof.derive.steps import find_steps
 
     s = serve(0, plugins=["host", SlowStart()], max_duration_ms=20_000, collect_timeout=10)
-    stop = threading.Event()
 
     def loop() -> None:
-        t_end = time.monotonic() + 60
-        while not stop.is_set() and time.monotonic() < t_end:
-            with polyprof.step():
-                sum(range(2000))
-                time.sleep(0.003)
+        with polyprof.step():
+            sum(range(2000))
+            time.sleep(0.003)
 
-    th = threading.Thread(target=loop, daemon=True)
-    th.start()
-    try:
-        got = client.capture([s.address], 600)[0]
-    finally:
-        stop.set()
-        th.join(10)
-        s.stop(grace_s=2)
-    assert got.ok, got.error
+    got = _capture_while(s, loop, 600)
     trace = got.trace()
     steps = find_steps(trace)
     assert steps.source == "polyprof" and len(steps) > 20
