@@ -86,9 +86,15 @@ def test_report_refuses_its_input_as_output(trace, tmp_path):
 
 
 def test_report_refuses_its_default_output_when_it_is_the_input(trace, tmp_path):
-    (tmp_path / "run.html").write_bytes(trace.read_bytes())  # a trace named .html: the default is run.html
-    r = _cli("report", "run.html", cwd=tmp_path)
+    """A trace named .html: its default page is ``run.html.html`` (the name without a trace
+    ending, which .html is not), never the input (before: ``run.html``, refused); the
+    input as ``-o`` is refused."""
+    (tmp_path / "run.html").write_bytes(trace.read_bytes())
+    r = _cli("report", "run.html", "-o", "run.html", cwd=tmp_path)
     _refused(r, "run.html", "input run.html")
+    assert (tmp_path / "run.html").read_bytes() == trace.read_bytes()
+    r = _cli("report", "run.html", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "run.html.html").is_file(), r.stderr
     assert (tmp_path / "run.html").read_bytes() == trace.read_bytes()
 
 

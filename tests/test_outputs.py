@@ -41,7 +41,8 @@ def test_export_onto_a_full_disk_leaves_the_previous_file(small_tmpfs: Path, fmt
     target = small_tmpfs / name
     before = b"the previous output, which must survive\n" * 10
     target.write_bytes(before)
-    r = _cli("export", str(BIG), "-f", fmt, "-o", str(target))
+    # (--force: the stand-in for the previous output is no trace, which export would not replace)
+    r = _cli("export", str(BIG), "-f", fmt, "-o", str(target), "--force")
     assert r.returncode == 1, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and str(target) in lines[0] and "No space left" in lines[0], r.stderr
@@ -51,10 +52,11 @@ def test_export_onto_a_full_disk_leaves_the_previous_file(small_tmpfs: Path, fmt
 
 def test_report_onto_a_full_disk_leaves_the_previous_file(small_tmpfs: Path):
     target = small_tmpfs / "r.html"
-    target.write_text("<p>old report</p>")
+    old = "<!DOCTYPE html><title>polyprof report — old</title><p>old report</p>"  # (a page report replaces)
+    target.write_text(old)
     r = _cli("report", str(BIG), "-o", str(target))
     assert r.returncode == 1 and str(target) in r.stderr and "No space left" in r.stderr, r.stderr
-    assert target.read_text() == "<p>old report</p>"
+    assert target.read_text() == old
 
 
 def test_a_failing_writer_leaves_the_previous_file(tmp_path: Path, monkeypatch):

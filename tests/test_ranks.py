@@ -588,7 +588,8 @@ def test_at_80_columns_the_ranks_table_keeps_idle_and_communication_and_says_wha
                        env={**os.environ, "COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    table = lines[next(i for i, ln in enumerate(lines) if ln.startswith("Ranks side by side")) + 2]  # the header row
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("Ranks side by side"))
+    table = next(ln for ln in lines[start:] if ln.startswith("┃"))  # the header row (after the title, wrapped)
     assert "idle" in table and "communication" in table and "compute" in table
     assert all(len(ln) <= 80 for ln in lines)
     head = " ".join(ln.strip() for ln in lines[:4])

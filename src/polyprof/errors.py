@@ -30,6 +30,12 @@ class OutputError(PolyprofError):
     there is left as it was: ``polyprof/outfile.py``)."""
 
 
+class TemporaryFileError(PolyprofError):
+    """A temporary file polyprof needs (in ``TMPDIR``: a flow table spilled to disk, a
+    compressed database inflated) could not be written or read back: names the
+    directory and why, not the input."""
+
+
 class TraceSchemaError(PolyprofError):
     """Data handed to the trace does not fit the schema (lengths, ids, types)."""
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import functools
 import logging
 import os
+import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -13,6 +17,8 @@ from ..errors import OutputError, PolyprofError, one_line
 from ..trace.core import Trace
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..analyze.window import WindowArg
     from ..collect.plugin import Plugin
 
@@ -155,9 +161,6 @@ def window_from(args: argparse.Namespace, default: WindowArg = "auto") -> Window
 
 
 def load_trace(path: str) -> Trace:
-    import os
-    import sys
-
     from ..formats.detect import detect, load
 
     if os.path.isdir(path):
@@ -198,6 +201,80 @@ def refuse_over_inputs(out: str | Path, inputs: Iterable[str | Path], what: str 
                                        f"{what}: choose another output path")
 
 
+#: what a page polyprof writes has in its head (report/template.html, report/diff_template.html)
+PAGE_TITLES = (b"<title>polyprof report", b"<title>polyprof diff")
+#: the output of ``report`` and ``diff -o``, to :func:`check_output`
+HTML = "html"
+
+
+def check_output(out: str | Path, inputs: Iterable[str | Path], writes: str | None, force: bool = False) -> None:
+    """Before anything is read: the output ``out`` is none of ``inputs``
+    (:func:`refuse_over_inputs`), and a file there is one the command may replace: one it
+    wrote before, polyprof's output of the kind it ``writes`` (a format's name:
+    ``collect/output.not_ours``, the rule ``polyprof run`` keeps; :data:`HTML`: a
+    polyprof report or diff page), an empty file, or any with ``force``; else
+    OutputError, as ``run`` refuses it. ``writes`` None: a directory the command writes
+    files into (each checked as it is written)."""
+    refuse_over_inputs(out, inputs)
+    if force or writes is None:
+        return
+    path = Path(out)
+    if writes == HTML:
+        what = None if _page(path) else "a polyprof report or diff page"
+    else:
+        from ..collect.output import not_ours  # (a file at the output only: the registry's formats)
+
+        what = not_ours(path, writes)
+    if what is not None:
+        raise OutputError(f"{path} is there and is not {what}: refusing to replace it; choose another output "
+                          "(-o), remove it, or give --force")
+
+
+def _a_file(path: Path) -> bool:
+    """Whether a non-empty regular file is at ``path`` (not through a symbolic link: the
+    writer refuses one, saying how to follow it); one that cannot be looked at: no."""
+    try:
+        return not path.is_symlink() and path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _page(path: Path) -> bool:
+    """Whether ``path`` may be replaced by a page: nothing there to lose (no file, an
+    empty one, one that cannot be read: the writer says why), or a page polyprof wrote
+    (:data:`PAGE_TITLES` in its first 4 KiB)."""
+    if not _a_file(path):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return True
+    return any(t in head for t in PAGE_TITLES)
+
+
+def names_directory(path: str | Path) -> bool:
+    """Whether an output given as ``path`` names a directory to write in: it ends with a
+    separator (``-o out/``), which a Path drops."""
+    return str(path).endswith(("/", os.sep))
+
+
+def trace_stem(path: str | Path) -> str:
+    """A trace's name without the ending that names its format (those a directory of
+    ranks is read by, ``ranks/sources.TRACE_SUFFIXES``, and the formats' own, with a
+    killed run's ``.partial``): ``host_1.1700.pt.trace.json.gz`` -> ``host_1.1700``,
+    ``node1.cl.json`` -> ``node1.cl``; a name of no such ending (a directory, a store) whole."""
+    from ..formats.registry import all_formats  # (a command that names an output by its input only)
+    from ..ranks.sources import TRACE_SUFFIXES
+
+    name = Path(path).name
+    endings = {*TRACE_SUFFIXES, *(s for f in all_formats() for s in f.suffixes), ".csv", ".pickle", ".pkl"}
+    endings |= {e + ".partial" for e in endings}
+    low = name.lower()
+    end = max((e for e in endings if low.endswith(e) and len(e) < len(name)), key=len, default="")
+    return name[:len(name) - len(end)]
+
+
 def output_path(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     """Where a command writes: never one of its ``inputs`` (:func:`refuse_over_inputs`);
     its directory is made if missing (``-o out/r.html``)."""
@@ -224,6 +301,27 @@ def error_line(e: BaseException) -> str:
         text = (f"internal error ({type(e).__name__}: {e}); please report it with the command line "
                 "(-vv shows the traceback)")
     return "polyprof: error: " + one_line(text, None)
+
+
+def console(**kw: Any) -> Console:
+    """rich's ``Console(**kw)``, whose closed output (``polyprof plugins | head -1``) ends
+    the command as a closed pipe ends every command: exit status 0, nothing said (rich's
+    own ``on_broken_pipe`` exits with status 1)."""
+    return _quiet_on_closed_pipe()(**kw)
+
+
+@functools.lru_cache(maxsize=None)
+def _quiet_on_closed_pipe() -> type[Console]:
+    from rich.console import Console  # (the commands that print through rich only)
+
+    class Piped(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # (as rich does: stdout on /dev/null, so the last flush has nowhere to fail)
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise BrokenPipeError(errno.EPIPE, "the output's reader went away")  # (cli._command: status 0)
+
+    return Piped
 
 
 def print_summary(trace: Trace, top: int = 15, window: WindowArg = "auto") -> None:

@@ -9,6 +9,7 @@ directory of runs, one per subdirectory.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,8 +22,9 @@ if TYPE_CHECKING:
     from ..ranks.traceset import TraceSet
     from ..report.grid import Grid
 
-from ..errors import PolyprofError
-from .common import Subparsers, count, refuse_over_inputs, seconds
+from ..errors import OutputError, PolyprofError
+from .common import HTML, Subparsers, check_output, count, names_directory, output_path, seconds
+from .common import console as piped
 
 #: changes named per direction in the verdict, at most
 VERDICT_TOP = 5
@@ -51,7 +53,11 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the tables and the verdict as JSON")
     p.add_argument("-o", "--output", metavar="FILE.html",
                    help="also write the diff as one self-contained HTML file (tables side by side, the changes "
-                        "charted, per-step distributions); works offline")
+                        "charted, per-step distributions); works offline. A file there is replaced only if it is "
+                        "a polyprof page")
+    p.add_argument("--force", action="store_true",
+                   help="replace a file at -o that is not a polyprof page, or write through a symbolic link there "
+                        "(both refused by default)")
     p.add_argument("--wide", action="store_true",
                    help="every column of the tables, whatever the terminal's width")
     from .common import add_window_args
@@ -105,8 +111,11 @@ def run(args: argparse.Namespace) -> int:
     from .common import window_from
 
     a_paths, b_paths = _parse_runs(args)
-    if args.output:
-        refuse_over_inputs(args.output, [*a_paths, *b_paths])  # before anything is read
+    if args.output:  # before anything is read
+        if names_directory(args.output):
+            raise OutputError(f"{args.output}: a directory; -o names the HTML file to write (-o "
+                              f"{os.path.join(args.output, 'diff.html')})")
+        check_output(args.output, [*a_paths, *b_paths], HTML, args.force)
     from .memory_check import check_diff  # (light: imports fits only for JSON traces or stores)
 
     check_diff([*a_paths, *b_paths])
@@ -128,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         from ..report.diff_html import write
 
-        write(d, args.output)
+        write(d, output_path(args.output), force=args.force)
     if args.json:
         sys.stdout.buffer.write(to_json(d))
         sys.stdout.buffer.write(b"\n")
@@ -245,7 +254,8 @@ NAME_MIN = 24
 def fit_columns(df: Table, cols: list[tuple], top: int, width: int) -> tuple[Grid, list[str]]:
     """The grid of ``df`` with as many columns as fit ``width``: optional columns leave in
     :data:`DROP_ORDER`, a group at a time, until the names get at least
-    :data:`NAME_MIN` cells; and the headers left out."""
+    :data:`NAME_MIN` cells; and the headers left out (those ``report/grid._table`` leaves
+    out too, narrower still: the rightmost)."""
     names = [str(v) for v in column_values(df, "name", top)]
     want = min(NAME_MIN, max(map(len, names), default=0))
     gone: set[str] = set()
@@ -253,9 +263,10 @@ def fit_columns(df: Table, cols: list[tuple], top: int, width: int) -> tuple[Gri
         gone = {c for group in DROP_ORDER[:level] for c in group}
         keep = [c for c in cols if c[0] not in gone]
         grid = table_of(df, keep, top, width)
-        fits = sum(w + 3 for _, w, _ in grid.columns) + 1 <= width
+        fits = len(grid.columns) == len(keep) and sum(w + 3 for _, w, _ in grid.columns) + 1 <= width
         if fits and grid.columns[0][1] >= want:
             break
+    gone |= {c[0] for c in keep if c[1] not in grid.headers}
     _middle(grid, names)
     return grid, [c[1] for c in cols if c[0] in gone]
 
@@ -294,14 +305,14 @@ def table_of(df: Table, cols: list[tuple], top: int, width: int) -> Grid:
 def render(d: Diff, top: int, wide: bool = False, console: Console | None = None) -> None:
     from functools import partial
 
-    from rich.console import Console, Group
+    from rich.console import Group
     from rich.markup import escape
     from rich.panel import Panel
     from rich.text import Text
 
     from ..report.terminal import fmt_ns
 
-    console = console or Console(file=sys.stdout)
+    console = console or piped(file=sys.stdout)  # (a closed pipe, | head: status 0)
     out = partial(console.print, emoji=False, highlight=False)
     width = 100_000 if wide else console.width
     ov = d.overview
@@ -340,7 +351,7 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
         for h in gone:
             dropped.setdefault(h, []).append(title)
         if wide:
-            Console(file=console.file, width=max(console.width, sum(w + 3 for _, w, _ in grid.columns) + 1),
+            piped(file=console.file, width=max(console.width, sum(w + 3 for _, w, _ in grid.columns) + 1),
                     force_terminal=console.is_terminal, no_color=console.no_color).print(grid)
         else:
             out(grid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from functools import partial
@@ -12,8 +13,8 @@ from typing import Any
 from ..errors import PolyprofError
 from .. import logs
 from ..formats.registry import by_name, for_output, writers
-from .common import (Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path,
-                     refuse_over_inputs, window_from)
+from .common import (Subparsers, add_peak_arg, add_window_args, apply_peak, check_output, load_trace,
+                     names_directory, output_path, trace_stem, window_from)
 
 
 def register(sub: Subparsers) -> None:
@@ -28,9 +29,13 @@ def register(sub: Subparsers) -> None:
     names = [f.name for f in writers()]
     p.add_argument("-f", "--format", choices=names, default=None, metavar="FORMAT",
                    help=f"output format: {', '.join(names)} (default: from the output name, else chrome)")
-    p.add_argument("-o", "--output", required=True, help="output path")
+    p.add_argument("-o", "--output", required=True,
+                   help="output path (ending with /: a directory to write into, the file named as the input "
+                        "without its ending: -o out/ -> out/run.json); a file there is replaced only if "
+                        "polyprof wrote it (a trace of that format, or polyprof's own)")
     p.add_argument("--force", action="store_true",
-                   help="write through a symbolic link at the output path (refused by default)")
+                   help="replace a file at the output that polyprof did not write, or write through a symbolic "
+                        "link there (both refused by default)")
     p.add_argument("--derive", action="store_true",
                    help="add the derived lines per device first (Steps, Sections, Framework Ops, ...)")
     p.add_argument("--critical-path", action="store_true",
@@ -56,17 +61,24 @@ def run(args: argparse.Namespace) -> int:
     from .ranks import is_job, rank_of_job
 
     apply_peak(args)
-    refuse_over_inputs(args.output, [args.file])  # before anything is read
     job_path = None
     from .memory_check import check_memory  # (light: imports fits only for a JSON trace or a store)
 
-    fmt = by_name(args.format) if args.format else for_output(args.output)
+    into = names_directory(args.output)  # (-o out/: a file named as the input in it, or the directory itself)
+    fmt = by_name(args.format) if args.format else by_name("chrome") if into else for_output(args.output)
     if fmt is None:  # (a name of no format's ending: t.json.xz, t.pftrace.gz, out)
         fmt = by_name("chrome")
         logs.kept().warning("%s: no format polyprof writes ends so; writing Chrome JSON (give -f FORMAT, or an "
                             "ending: .json, .json.gz, .pftrace, .xplane.pb, .parquet...)", args.output)
+    per_rank = is_job(args.file, args.rank) and args.rank is None and fmt.name in PER_RANK + ONE_HOST
+    if into and not fmt.directory and not per_rank:
+        args.output = os.path.join(args.output, trace_stem(os.path.abspath(args.file))
+                                   + (fmt.suffixes or (".json",))[0])
+    # before anything is read: neither an input nor a file polyprof did not write (a
+    # directory's files: each as it is written)
+    check_output(args.output, [args.file], None if fmt.directory or per_rank else fmt.name, args.force)
     check_memory(f"export:{fmt.name}", [args.file], rank=args.rank)  # (its need is the format's)
-    if is_job(args.file, args.rank) and args.rank is None and fmt.name in PER_RANK + ONE_HOST:
+    if per_rank:
         return export_ranks(args, fmt.name)
     if is_job(args.file, args.rank) and args.rank is None:
         from ..ranks.processes import one_process_per_rank
@@ -144,7 +156,9 @@ def export_ranks(args: argparse.Namespace, fmt: str) -> int:
         if fmt == "kineto":
             from ..writers.kineto import rank_file_name, write  # the format's writer, when it is the one asked
 
-            path = output_path(out / rank_file_name(trace, rank))
+            path = out / rank_file_name(trace, rank)
+            check_output(path, [args.file, *(e.path for e in ts.entries if e.path is not None)], fmt, args.force)
+            path = output_path(path)
             info = {"rank": rank, "world_size": len(ts)}
             write_file(path, partial(write, trace, distributed=info), args.force)
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from .common import Subparsers
+from .common import Subparsers, console
 
 
 def register(sub: Subparsers) -> None:
@@ -15,7 +15,6 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -30,9 +29,10 @@ def run(args: argparse.Namespace) -> int:
                       "yes" if info.default else "no", kinds,
                       # a reason is plain text: "pip install 'polyprof[cuda]'" is no markup
                       escape(info.target if info.availability.ok else info.availability.reason))
-    Console().print(table)
-    Console().print(_extensions())
-    Console().print(_sections_line())
+    out = console()  # (a closed pipe, | head: status 0)
+    out.print(table)
+    out.print(_extensions())
+    out.print(_sections_line())
     return 0
 
 

@@ -18,7 +18,7 @@ log = logging.getLogger("polyprof")
 
 
 def add_executor_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dask", metavar="SPEC",
+    p.add_argument("--dask", metavar="SPEC", type=executor_spec,
                    help="run the per-rank work on Dask: 'local' (a LocalCluster for this command) or a "
                         "scheduler address (tcp://host:8786); needs polyprof[dask]")
     p.add_argument("-j", "--jobs", type=positive, default=None,
@@ -27,6 +27,18 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
                         "-j 1: one rank in memory at a time, in this process); with --dask local, the number of "
                         "Dask workers (default 2)")
     add_rank_by_arg(p)
+
+
+def executor_spec(text: str) -> str:
+    """argparse type of ``--dask``: an executor ``ranks/executor.py`` makes, checked as the
+    options are read (a single trace runs on none and would not say)."""
+    from ..ranks.executor import ExecutorError, check_spec  # (only where --dask is given)
+
+    try:
+        check_spec(text)
+    except ExecutorError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def add_rank_by_arg(p: argparse.ArgumentParser) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from ..errors import PolyprofError
-from .common import (Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path,
-                     refuse_over_inputs, window_from)
+from .common import (HTML, Subparsers, add_peak_arg, add_window_args, apply_peak, check_output, load_trace,
+                     names_directory, output_path, trace_stem, window_from)
 from ..trace import metadata_keys as mkeys
 from .ranks import add_executor_args, add_rank_arg, analyze_ranks, is_job, is_store
 
@@ -24,10 +25,13 @@ def register(sub: Subparsers) -> None:
     p.add_argument("file", nargs="+", help="trace file (any format polyprof reads) or a store; several "
                                           "files or a directory: the ranks of one job side by side")
     p.add_argument("-o", "--output",
-                   help="HTML file to write (default: in this directory, FILE's name up to its first dot + "
-                        ".html: traces/run.json.gz -> run.html; several files: ranks.html)")
+                   help="HTML file to write (default: in this directory, FILE's name without its trace ending + "
+                        ".html: traces/h_1.17.pt.trace.json.gz -> h_1.17.html; several files: ranks.html; -o DIR/: "
+                        "that name in DIR); a file there is replaced only if it is a polyprof "
+                        "page")
     p.add_argument("--force", action="store_true",
-                   help="write through a symbolic link at the output path (refused by default)")
+                   help="replace a file at the output that is not a polyprof page, or write through a symbolic "
+                        "link there (both refused by default)")
     add_rank_arg(p)
     add_executor_args(p)
     add_window_args(p)
@@ -37,8 +41,8 @@ def register(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     apply_peak(args)
-    default = Path(Path(args.file[0]).name.split(".")[0] + ".html") if len(args.file) == 1 else Path("ranks.html")
-    refuse_over_inputs(args.output or default, args.file)  # before anything is read
+    out = output_of(args)
+    check_output(out, args.file, HTML, args.force)  # before anything is read
     ranks = parts = marks = highlight = None
     window = window_from(args)  # the summary's: the tables' and the timeline's critical path
     if is_job(args.file, args.rank):  # several files, a directory or a store: the same page for the same ranks
@@ -61,7 +65,6 @@ def run(args: argparse.Namespace) -> int:
         parts, marks = job_parts(ranks, ts.load, [(ref, trace)], window)
         highlight = collective_names(ranks)
         trace.metadata[mkeys.TITLE] = f"{len(ranks.ranks)} ranks (rank {ref} in detail)"
-        name = Path(args.file[0]).name if len(args.file) == 1 else "ranks"
     else:
         args.file = args.file[0]
         if args.rank is not None:
@@ -70,13 +73,13 @@ def run(args: argparse.Namespace) -> int:
 
         check_memory("report", [args.file])
         trace = load_trace(args.file)
-        trace.metadata[mkeys.TITLE] = name = Path(args.file).name
+        trace.metadata[mkeys.TITLE] = Path(args.file).name
     from ..report.html import write  # after the ranks: they are read while it imports
     from ..report.tables import build
 
     from ..progress import TaskBar  # with the report's modules
 
-    out = output_path(args.output) if args.output else Path(name.split(".")[0] + ".html")
+    out = output_path(out)
     # analyses, timeline, page: a bar where that takes seconds (a job, a big trace)
     phases = 3 if parts or trace.n_events >= BIG_TRACE else 1
     with TaskBar(phases, f"report {out.name}") as bar:
@@ -87,6 +90,17 @@ def run(args: argparse.Namespace) -> int:
         bar.advance()
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0
+
+
+def output_of(args: argparse.Namespace) -> Path:
+    """The page to write: ``-o``; else, in this directory (in ``-o``'s when it ends with
+    a separator), the trace's name without its trace ending (``cli/common.trace_stem``:
+    the files of one process, ``host_pid.<ms>.pt.trace.json``, keep their pages apart)
+    + ``.html``, ``ranks.html`` for several files."""
+    if args.output and not names_directory(args.output):
+        return Path(args.output)
+    name = "ranks" if len(args.file) != 1 else trace_stem(os.path.abspath(args.file[0])) or "report"
+    return Path(args.output or ".") / f"{name}.html"
 
 
 def _above_bound(files: list[str], rank: int | None) -> None:

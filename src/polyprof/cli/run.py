@@ -47,8 +47,8 @@ from ..collect.output import not_ours, per_rank, written_line
 from .thread_end import end_threads, reopened
 from .. import logs
 from . import own_output, script_exec, script_modules
-from .common import (Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, error_line, plugin_list,
-                     print_summary, refuse_over_inputs)
+from .common import (Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, error_line, names_directory,
+                     plugin_list, print_summary, refuse_over_inputs)
 
 
 def register(sub: Subparsers) -> None:
@@ -57,7 +57,8 @@ def register(sub: Subparsers) -> None:
                                    "the script's; the trace is written even if the script raises, "
                                    "calls sys.exit or is interrupted (SIGINT/SIGTERM). As python does, "
                                    "the program's threads are waited for when the script returns: "
-                                   "their work is in the trace.")
+                                   "their work is in the trace. -o DIR/ (ending with /) writes "
+                                   "SCRIPT_STEM.polyprof in DIR.")
     options.add_arguments(p)  # the session's options, declared once (collect/options.py)
     add_plugin_target_arg(p)
     p.add_argument("--no-summary", action="store_true", help="do not print the summary")
@@ -67,7 +68,8 @@ def register(sub: Subparsers) -> None:
                         "(`polyprof capture`, XProf; also $POLYPROF_SERVE). Loopback unless a token "
                         "or TLS is set, see docs/capture.md")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as python -m")
-    p.add_argument("script", help="the script (or module with -m)")
+    p.add_argument("script", help="the script: a file, or a directory or zip archive with a __main__.py, as python "
+                                  "runs them (or a module, with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     p.set_defaults(func=run)
 
@@ -108,10 +110,13 @@ def run_script(target: str, args: list[str], module: bool = False, keep: bool = 
     callbacks); otherwise polyprof's are back."""
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [target, *args]
-    # as python does: the script's directory, or (-m) the current directory, comes first,
-    # and its modules are the script's, not those polyprof imported (cli/script_modules.py)
-    first = os.getcwd() if module else str(Path(target).resolve().parent)
-    sys.path.insert(0, first)
+    # as python does: the script's directory, or (-m) the current directory, or a directory's
+    # or zip archive's own path, comes first (run_path puts that one there while it runs it:
+    # here for what runs after), and its modules are the script's, not polyprof's (cli/script_modules.py)
+    app = not module and script_exec.application(target)
+    first = os.getcwd() if module else os.path.abspath(target) if app else str(Path(target).resolve().parent)
+    if not app:
+        sys.path.insert(0, first)
     shadowed = script_modules.take_out(first)
     try:
         with script_exec.script_at_stack_bottom(None if module else target), signals.hidden(_on_signal):
@@ -136,6 +141,8 @@ def run_script(target: str, args: list[str], module: bool = False, keep: bool = 
         _say_script_error(e)
         return 1
     finally:
+        if keep and app:
+            sys.path.insert(0, first)
         if not keep:
             sys.argv = old_argv
             sys.path[:] = old_path
@@ -218,9 +225,10 @@ def _prepared(args: argparse.Namespace) -> options.SessionOptions | int:
         if dropped is not None:
             return dropped
     target = args.script
-    if not args.module and not Path(target).is_file():
-        print(f"polyprof: error: {target}: no such script", file=sys.stderr)
-        return 2
+    why = None if args.module else script_exec.unrunnable(target)  # (a directory with __main__.py runs, as python's)
+    if why is not None:
+        print(f"polyprof: error: {target}: {why[0]}", file=sys.stderr)
+        return why[1]
     if args.module and _no_module(target):
         print(f"polyprof: error: {target}: no such module (python -m {target} finds none)", file=sys.stderr)
         return 2
@@ -243,9 +251,14 @@ def _prepared(args: argparse.Namespace) -> options.SessionOptions | int:
               f"{'asks' if len(asked) == 1 else 'ask'} for a recording of this run: it records as asked and serves no captures (give --serve to serve, "
               "or unset POLYPROF_SERVE)", file=sys.stderr)
     settings = session_options(args)  # flags over $POLYPROF_* over the defaults
-    if settings.output is None:
-        stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
-        settings = replace(settings, output=Path(f"{stem}.polyprof"))
+    name = (target.rsplit(".", 1)[-1] if args.module else Path(os.path.abspath(target)).stem or "main") + ".polyprof"
+    if settings.output is None or names_directory(_output_given(args)):
+        # the default name, here or in the directory -o names (`-o runs/`, as export's): before the program runs
+        settings = replace(settings, output=(settings.output or Path()) / name)
+    elif settings.output.is_dir():  # (export's and report's writers refuse it at once too)
+        raise OutputError(f"{settings.output} is a directory: give -o {os.path.join(settings.output, '')} to write "
+                          f"{name} in it, or a file's name")
+    _refuse_a_file_for_a_directory(settings.output)
     if not args.module and settings.output is not None:  # before the program runs (x.polyprof's is itself)
         refuse_over_inputs(settings.output, [target], "script")
     out = per_rank(settings.output) if settings.output is not None else None
@@ -254,6 +267,23 @@ def _prepared(args: argparse.Namespace) -> options.SessionOptions | int:
         raise OutputError(f"{out} is there and is not {what}: refusing to replace it; choose another output (-o) "
                           "or remove it")
     return settings
+
+
+def _output_given(args: argparse.Namespace) -> str:
+    """The output as typed (-o, else ``$POLYPROF_OUTPUT``), with the trailing separator
+    that its Path has lost."""
+    given = getattr(args, "output", None)
+    return (given if given is not None else os.environ.get(options.env_name("output"), "")).strip()
+
+
+def _refuse_a_file_for_a_directory(output: Path | None) -> None:
+    """OutputError, before the program runs, where a directory the output is to go in is a
+    file (``-o notes.txt/``): its save could only fall back to the temporary directory."""
+    folder = output.parent if output is not None else None
+    while folder is not None and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder is not None and folder.exists() and not folder.is_dir():
+        raise OutputError(f"{output}: {folder} is a file, not a directory; choose another output (-o)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -282,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
         code = run_script(target, args.args, args.module, keep=ends)  # never raises
         if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
             return _ended(code, ends)
-        script_exec.keep_script_main(ends, args.module)
+        script_exec.keep_script_main(ends, args.module or script_exec.application(target))
         if ends and set(_received) <= {signal.SIGINT}:  # (a signal that unwound the script ends it now, as python)
             end_threads(started, _received, session.plugin_packages())
         with _own_streams((out, err), first), _as_polyprof(own, ends):

@@ -7,7 +7,10 @@ the script's ``__main__`` module kept for its threads and ``atexit`` callbacks.
 from __future__ import annotations
 
 import builtins
+import os
+import pkgutil
 import runpy
+import stat
 import sys
 from contextlib import contextmanager
 from types import CodeType, ModuleType
@@ -19,14 +22,57 @@ from ..lowlevel import unseen
 _script_main: list[ModuleType] = []
 
 
+def application(path: str) -> bool:
+    """Whether python runs ``path`` through the ``__main__.py`` inside it (a directory, a
+    zip archive: ``python app/``, ``python app.pyz``) rather than as a script's code
+    (a file, ``/dev/null``, a pipe): whether it has an importer, as runpy asks. Its
+    ``sys.path[0]`` is then ``path`` itself, made absolute, not the directory around it."""
+    return pkgutil.get_importer(os.path.abspath(path)) is not None
+
+
+def unrunnable(path: str) -> tuple[str, int] | None:
+    """Why ``python path`` would not start the program, and python's exit status for it
+    (None: it would). Read before the session starts: nothing of the program runs here."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such script", 2
+    except OSError as e:  # (a loop of links, a name too long: the open's error, as python's)
+        return f"cannot open it ({e.strerror or e})", 2
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or _empty_device(path, mode)):
+        return "not a file (a pipe or a device): runpy, which runs the script as python does, reads it " \
+               "twice (for compiled code first, then its source): save the script to a file", 2
+    importer = pkgutil.get_importer(os.path.abspath(path))
+    if importer is None:  # a file's code (the open, where it fails, is the program's error, as python's)
+        return None
+    try:
+        found = importer.find_spec("__main__") is not None  # (as runpy finds it: a directory's or archive's)
+    except (ImportError, OSError, ValueError):
+        found = False
+    if found:
+        return None
+    kind = "directory" if os.path.isdir(path) else "zip archive"
+    return f"a {kind} without a __main__.py: python runs a {kind} through its __main__.py (polyprof run " \
+           "takes a script, such a directory or archive, or -m module)", 1
+
+
+def _empty_device(path: str, mode: int) -> bool:
+    """Whether ``path`` is the null device (``/dev/null``: an empty program, read twice or not)."""
+    try:
+        return stat.S_ISCHR(mode) and os.path.samefile(path, os.devnull)
+    except OSError:
+        return False
+
+
 def keep_script_main(ends: bool, module: bool = False) -> None:
     """Where the process ends after the script (``ends``: the ``polyprof`` command), the
     script's module is ``__main__`` again once it has returned, as under python to its
     end, for its threads and ``atexit`` callbacks: what they pickle by name
     (``__main__.Point``, a function given to a process pool), ``import __main__``; and,
-    as python does once a script (not a ``-m`` module) has run, without its ``__file__``
-    and ``__cached__``. (runpy puts polyprof's own ``__main__`` back as the script
-    returns; ``cli.main()`` called in a program keeps the program's.)"""
+    as python does once a script (not a ``-m`` module, nor an :func:`application`, which
+    python runs as its ``__main__`` module) has run, without its ``__file__`` and
+    ``__cached__``. (runpy puts polyprof's own ``__main__`` back as the script returns;
+    ``cli.main()`` called in a program keeps the program's.)"""
     main = _script_main.pop() if _script_main else None
     if ends and main is not None:
         sys.modules["__main__"] = main
@@ -44,8 +90,8 @@ def script_at_stack_bottom(argv0: str | None) -> Iterator[None]:
     no frame of runpy or polyprof beneath it (without the compiled module the launcher's
     frames stay beneath). Only the first exec is: the script's own uses of runpy are
     plain. That exec also gives a script back its ``sys.argv[0]`` as typed (``argv0``),
-    which ``run_path`` set to the absolute path it was given for ``__file__`` (``-m``:
-    None, the module's path, as python's)."""
+    which ``run_path`` set to the absolute path it was given (the ``__file__`` of a
+    script; an :func:`application`'s own path) (``-m``: None, the module's path, as python's)."""
     run_code = unseen.exec_frameless or exec
     names = vars(runpy)
 
@@ -53,7 +99,7 @@ def script_at_stack_bottom(argv0: str | None) -> Iterator[None]:
         names.pop("exec", None)
         main = sys.modules.get("__main__")
         _script_main[:] = [main] if main is not None and vars(main) is namespace else []
-        if argv0 is not None and sys.argv and sys.argv[0] == namespace.get("__file__"):
+        if argv0 is not None and sys.argv and sys.argv[0] == os.path.abspath(argv0):
             sys.argv[0] = argv0
         # python's __main__ holds the builtins module (exec() would put its dict there:
         # ``__builtins__.name = ...`` raised AttributeError under polyprof run)

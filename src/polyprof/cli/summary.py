@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..formats.registry import FORMATS
 from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, count, load_trace, window_from
 from .ranks import add_executor_args, analyze_ranks, is_job
 
@@ -13,7 +14,10 @@ from .ranks import add_executor_args, analyze_ranks, is_job
 def register(sub: Subparsers) -> None:
     p = sub.add_parser("summary", help="print where the time went in a trace",
                        description="Device time breakdowns, top kernels / ops / sections, steps, launches and "
-                                   "findings for any supported trace file.")
+                                   "findings for any supported trace file.",
+                       epilog="Formats read, told by their content (the names an unrecognised file's error lists; "
+                              "docs/formats.md; other packages' formats: polyprof plugins): "
+                              + "; ".join(f"{f.name}: {f.summary}" for f in FORMATS if f.reader) + ".")
     p.add_argument("file", nargs="+", help="trace file (any format polyprof reads) or a store (polyprof "
                                           "convert); several files or a directory: the ranks of one job, side by "
                                           "side on one clock")

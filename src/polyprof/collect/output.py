@@ -159,7 +159,11 @@ def writer_for(path: Path) -> Format | None:
         return None  # (the registry not asked: its formats of other packages are looked for on first use)
     from ..formats import registry  # (an output named for another format only)
 
-    fmt = registry.for_output(name)
+    return _other(registry.for_output(name))
+
+
+def _other(fmt: Format | None) -> Format | None:
+    """``fmt`` where it is a format other than polyprof's own that writes one file, else None."""
     return None if fmt is None or fmt.name == "polyprof" or fmt.directory or not fmt.writer else fmt
 
 
@@ -186,14 +190,17 @@ def foreign(path: Path) -> bool:
     return not_ours(path) is not None
 
 
-def not_ours(path: Path) -> str | None:
+def not_ours(path: Path, fmt: str | None = None) -> str | None:
     """What a regular file at ``path`` that a save must not replace is not ("a polyprof
     trace"); None where it may be replaced. Ours: a polyprof trace (a zip archive with a
     trace's ``header.json``; only the archive's directory is read), or, at an output named
     for another format (:func:`writer_for`), a file of that format as polyprof writes it
     (:func:`_of_format`). Not ours: a user's notes, a script, NumPy's ``.npz``, a ``.docx``,
     another tool's JSON or Parquet data. An empty file counts as none (``touch
-    t.polyprof``); a file that cannot be read is left to the save to report."""
+    t.polyprof``); a file that cannot be read is left to the save to report. ``fmt``: the
+    name of the format to be written there, where the output's name may not say it
+    (``polyprof export -f``: cli/common.check_output); a file of the format the name asks
+    for is ours then too."""
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size == 0:
             return None  # (a link planted at the output: the save refuses it, saying how to follow it)
@@ -201,10 +208,18 @@ def not_ours(path: Path) -> str | None:
             return None
     except OSError:
         return None
-    fmt = writer_for(path)
+    named = writer_for(path)
     if fmt is None:
+        written, why = named, "the format its name asks for"
+    else:  # (also the format its name asks for: polyprof's export of another -f before)
+        from ..formats import registry  # (a format named: the CLI's export only)
+
+        written, why = _other(registry.by_name(fmt)), "the format written"
+    if named is not None and named != written and _of_format(path, named):
+        return None
+    if written is None:
         return "a polyprof trace"
-    return None if _of_format(path, fmt) else f"a {fmt.name} trace (the format its name asks for) or a polyprof trace"
+    return None if _of_format(path, written) else f"a {written.name} trace ({why}) or a polyprof trace"
 
 
 def _native_trace(path: Path) -> bool:

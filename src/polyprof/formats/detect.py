@@ -407,7 +407,7 @@ def detect(path: str | Path) -> str:
     if _damaged_perfetto(head, path):
         return "perfetto"
     raise TraceFormatError(path, "unrecognised format: none of those polyprof reads ("
-                           + ", ".join(f.name for f in readers()) + "; `polyprof --help` says what each is)")
+                           + ", ".join(f.name for f in readers()) + "; `polyprof summary --help` says what each is)")
 
 
 #: the names Perfetto's tools give their traces (gzip and xz forms too)

@@ -171,11 +171,18 @@ def executor(spec: Any = None, jobs: int | None = None, tasks: int = 1, small: b
         ex.shutdown(wait=True, cancel_futures=True)
 
 
-@contextlib.contextmanager
-def _dask(spec: str, jobs: int | None) -> Iterator[cf.Executor]:
-    if spec != "local" and not spec.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
+def check_spec(spec: str) -> None:
+    """ExecutorError unless ``spec`` names an executor :func:`executor` makes (checked
+    before anything is read: ``--dask`` of one trace, which runs on none)."""
+    if spec not in ("", "process", "serial", "thread", "local") \
+            and not spec.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
         raise ExecutorError(f"executor {spec!r}: expected 'process', 'thread', 'serial', 'local' (Dask) or a Dask "
                             "scheduler address such as tcp://host:8786")
+
+
+@contextlib.contextmanager
+def _dask(spec: str, jobs: int | None) -> Iterator[cf.Executor]:
+    check_spec(spec)
     try:
         from distributed import Client, LocalCluster
     except ImportError:

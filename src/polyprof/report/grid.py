@@ -12,7 +12,7 @@ from ..analyze.frames import column, labels
 from ..analyze.table import Table
 from .fit import fit_texts
 from .names import fit_names, ladder, one_module
-from .textout import Lines, Piece, _cells, cell_sizes, set_cell_size
+from .textout import Lines, Piece, _cells, cell_sizes, set_cell_size, wrap
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions
@@ -30,20 +30,35 @@ LOW_COLUMNS = ("kind", "category")
 
 #: how narrow a column of names may become before optional columns are left out
 NAME_FLOOR = 24
+#: how narrow a column of names may become at all while other columns can be left out
+#: (a name shortened further no longer tells which row it is)
+NAME_LEAST = 10
+#: how narrow another text column may become at all, its header's width if wider
+TEXT_LEAST = 6
 
 
 def _floor(c: str, head: str, need: int, cells: list[str], names: tuple[str, ...] | list[str] = ()) -> int:
     """The narrowest text column ``c`` may become before optional columns are dropped:
     :data:`NAME_FLOOR` (24) cells for names (and the columns ``names`` that name a row);
     a kind or category its header's width (at least 7); a device or stream what its
-    names need once shortened (``GPU:4``, ``Stream #135``; up to 16); another 10."""
+    names need once shortened (``GPU:4``, ``Stream #135``; up to 16; its header's width
+    where no row is shown); another 10."""
     if c in ("name", "launch_name") or c in names:
         return min(need, NAME_FLOOR)
     if c in LOW_COLUMNS:
         return min(need, max(len(head), 7))
     if c in NAME_COLUMNS:
-        return min(need, max(len(head), min(max(_cells(ladder(t)[-1]) for t in cells), 16)))
+        return min(need, max(len(head), min(max((_cells(ladder(t)[-1]) for t in cells), default=0), 16)))
     return min(need, max(len(head), 10))
+
+
+def _least(c: str, head: str, floor: int, names: tuple[str, ...] | list[str] = ()) -> int:
+    """The narrowest text column ``c`` may become while a column can still be left out
+    instead: never narrower than its header (a header is never cut), nor a column of
+    names than :data:`NAME_LEAST` cells, another than :data:`TEXT_LEAST` (at most its
+    ``floor``)."""
+    least = NAME_LEAST if c in ("name", "launch_name") or c in names else TEXT_LEAST
+    return max(min(floor, least), _cells(head))
 
 
 def _one_value(a: np.ndarray) -> bool:
@@ -63,8 +78,11 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     (a priority: higher goes first, then the rightmost) are left out when the table would
     not fit ``width`` characters; then text columns are narrowed (kinds and categories
     first, then the widest) and their texts shortened (names by what their parts mean,
-    ``report/names.py``, then cut where the rows differ). Numbers and headers of numeric
-    columns are always shown in full. ``texts``: more text columns than :data:`TEXT_COLUMNS`;
+    ``report/names.py``, then cut where the rows differ), down to what is still readable
+    (:func:`_least`); a table still too wide then leaves out its rightmost columns, the
+    first kept, and says which in its title (wrapped, never cut: :func:`_title_lines`).
+    Numbers and headers are always shown in full (but in a single column wider than the
+    terminal). ``texts``: more text columns than :data:`TEXT_COLUMNS`;
     ``names``: those of them that name a row (another package's key column), kept as
     wide as a name (:data:`NAME_FLOOR`) until the optional columns are left out."""
     text, values = TEXT_COLUMNS + tuple(texts), {c: column(df, c) for c, *_ in cols}
@@ -107,21 +125,19 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
             break
         keep.remove(col)
         dropped += [] if col in blank else [col[1]]  # (a blank column has nothing to miss)
+    # the narrowest each text column may become while a column can still go instead (a
+    # header never cut, a name still readable); then, with every optional column gone, the
+    # rightmost columns leave (the first, what names a row, stays) rather than the table
+    # be cut at the terminal's edge
+    least = {c: _least(c, h, floor[c], names) if c in text else need[c] for c, h, *_ in cols}
+    w, over = _narrowed(keep, need, floor, least, text, width)
+    while over > 0 and len(keep) > 1:
+        dropped.append(keep.pop()[1])
+        w, over = _narrowed(keep, need, floor, least, text, width)
+    if over > 0:  # one column wider than the terminal: its text shortened as far as it must be
+        w, over = _narrowed(keep, need, floor, {c: min(floor[c], 6) for c in floor}, text, width)
     if dropped:
         note += f"  (left out: {', '.join(dropped)})"
-    w = {c[0]: need[c[0]] for c in keep}
-    over = sum(w[c[0]] + 3 for c in keep) + 1 - width  # what fits() measures, kept as the widths shrink
-    narrow = [c for c in w if c in text]
-    while over > 0:  # one cell at a time from the column first in line, in steps as far as the next
-        shrink = [c for c in narrow if w[c] > min(floor[c], 6)]
-        if not shrink:
-            break
-        tier = {k: (w[k] > floor[k], k in LOW_COLUMNS) for k in shrink}
-        c = max(shrink, key=lambda k: (*tier[k], w[k]))
-        rivals = [w[k] for k in shrink if k != c and tier[k] == tier[c]]
-        step = max(1, min(over, w[c] - max([floor[c] if tier[c][0] else min(floor[c], 6), *rivals])))
-        w[c] -= step
-        over -= step
     heads = [(c, head) for c, head, *_ in keep]
     for c, _ in heads:
         if c in text and shown and max(sizes[c]) > w[c]:  # (texts that fit are left as they are)
@@ -132,6 +148,44 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
                 [(head, w[c], c in text) for c, head in heads],
                 [[cells[c][i] for c, _ in heads] for i in range(shown)],
                 [[sizes[c][i] for c, _ in heads] for i in range(shown)])
+
+
+def _narrowed(keep: list[tuple], need: dict[str, int], floor: dict[str, int], least: dict[str, int],
+              text: tuple[str, ...], width: int) -> tuple[dict[str, int], int]:
+    """The widths of the columns ``keep`` at ``width``, and by how much they are still too
+    wide: text columns narrowed one cell at a time from the column first in line (kinds
+    and categories first, then the widest), in steps as far as the next, to their
+    ``floor``, then below it to their ``least``."""
+    w = {c[0]: need[c[0]] for c in keep}
+    over = sum(w[c[0]] + 3 for c in keep) + 1 - width  # what fits() measures, kept as the widths shrink
+    narrow = [c for c in w if c in text]
+    while over > 0:
+        shrink = [c for c in narrow if w[c] > min(floor[c], least[c])]
+        if not shrink:
+            break
+        tier = {k: (w[k] > floor[k], k in LOW_COLUMNS) for k in shrink}
+        c = max(shrink, key=lambda k: (*tier[k], w[k]))
+        rivals = [w[k] for k in shrink if k != c and tier[k] == tier[c]]
+        step = max(1, min(over, w[c] - max([floor[c] if tier[c][0] else min(floor[c], least[c]), *rivals])))
+        w[c] -= step
+        over -= step
+    return w, over
+
+
+def _title_lines(title: str, width: int) -> list[str]:
+    """A table's title in lines of ``width``: whole where it fits; else its parts (the
+    name, ``(top 15 of 38)``, ``device: ...``, ``(left out: ...)``, two spaces apart)
+    each on the line before unless it would pass the width, a part wider than a line
+    word-wrapped (``textout.wrap``), so the note of what was left out is never cut."""
+    if _cells(title) <= width or width < 1:
+        return [title]
+    out: list[str] = []
+    for part in title.split("  "):
+        if out and part and _cells(out[-1]) + 2 + _cells(part) <= width:
+            out[-1] += "  " + part
+        elif part:
+            out.extend("".join(t for t, _ in line).rstrip() for line in wrap([(part, None)], width))
+    return out or [title]
 
 
 class Grid(Lines):
@@ -162,9 +216,11 @@ class Grid(Lines):
         return left + " " + f" {sep} ".join(out) + " " + right
 
     def lines(self, width: int) -> list[Piece]:
-        """Each line and its style, cropped to ``width`` as rich crops its own tables."""
+        """Each line and its style, cropped to ``width`` as rich crops its own tables; a
+        title wider than ``width`` wrapped (:func:`_title_lines`)."""
         widths = [w + 2 for _, w, _ in self.columns]
-        lines: list[Piece] = [(self.title, "italic"), ("┏" + "┳".join("━" * w for w in widths) + "┓", None),
+        title = [(t, "italic") for t in _title_lines(self.title, width)]
+        lines: list[Piece] = [*title, ("┏" + "┳".join("━" * w for w in widths) + "┓", None),
                               (self._line(self.headers, "┃", "┃", "┃"), "bold"),
                               ("┡" + "╇".join("━" * w for w in widths) + "┩", None),
                               *((self._line(r, "│", "│", "│", self.sizes[i] if self.sizes else None), None)
@@ -173,7 +229,7 @@ class Grid(Lines):
         # every line but the title is as wide as the boxes: each cell is padded or cut to
         # its column's width by _line
         full = sum(widths) + len(widths) + 1
-        return [(text if (full if i else _cells(text)) <= width else set_cell_size(text, width), style)
+        return [(text if (full if i >= len(title) else _cells(text)) <= width else set_cell_size(text, width), style)
                 for i, (text, style) in enumerate(lines)]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:

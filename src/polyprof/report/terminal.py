@@ -331,7 +331,8 @@ def _section_tables(out: Out, sec: Table, top: int, W: int, has_device: bool) ->
         ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols], top, W)
     out(table)
     shown = set(table.headers)
-    host = "total..p99" if "p99" in shown else "total..max"
+    hosts = [h for h in ("total", "mean", "min", "max", "median", "p99") if h in shown]  # (a narrow one: fewer)
+    host = f"{hosts[0]}..{hosts[-1]}" if len(hosts) > 1 else (hosts or ["total"])[0]
     notes = [f"{host} = host time"] + [text for col, text in (
         ("device", "device = device time its launches caused"),
         ("projected", "projected = first to last device activity caused"),

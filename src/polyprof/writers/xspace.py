@@ -16,6 +16,7 @@ unique per source (``formats/export_ids.py``). Events go in as columns (``xspace
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import re
 import socket
@@ -464,8 +465,15 @@ def write_logdir(trace: Trace, logdir: str | Path, run: str | None = None, host:
     name = host or (recorded[0] if recorded else "") or socket.gethostname() or "localhost"
     name = re.sub(r"[^A-Za-z0-9._-]", "_", name)
     out = Path(logdir) / "plugins" / "profile" / run
-    out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.xplane.pb"
     data = to_space(trace, hostname=host or (None if recorded else name)).SerializeToString()
-    write_file(path, lambda tmp: tmp.write_bytes(data), force)
+    made = [d for d in (out, *out.parents) if not d.exists()]  # the folders this write makes, deepest first
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        write_file(path, lambda tmp: tmp.write_bytes(data), force)
+    except BaseException:  # (a full disk: the folders it made go too; one another writer filled stays)
+        for d in made:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
     return path

@@ -25,6 +25,7 @@ caller reads such a file whole.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .. import kineto_memory
-from ...errors import TraceFormatError
+from ...errors import TemporaryFileError, TraceFormatError
 from ...lowlevel.heap import collector_paused, trim
 from ...trace.categories import Kind, kind_of
 from ...trace.core import EVENT_COLUMNS, Trace
@@ -317,6 +318,18 @@ def _add(col: _Collector, events: Slice) -> int:
     return len(events)
 
 
+@contextlib.contextmanager
+def _temporary() -> Iterator[None]:
+    """The spilled flow endpoints' temporary file written or read back: its failure (a
+    full TMPDIR, ``ulimit -f``) said as the temporary directory's, not the input's."""
+    try:
+        yield
+    except OSError as e:
+        raise TemporaryFileError(f"cannot spill the flow endpoints into a temporary file in "
+                                 f"{tempfile.gettempdir()} ({e.strerror or e}; TMPDIR names another "
+                                 "directory)") from None
+
+
 class _Endpoints:
     """The flow endpoints of the scan, each with the best event found so far to bind to
     (its position among the events handed on, -1: none yet) and that event's start,
@@ -333,9 +346,11 @@ class _Endpoints:
             return np.concatenate(parts).astype(t, copy=False) if parts else np.zeros(0, t)
 
         # category, id and phase are needed only to chain, at the end: on disk meanwhile
-        self.spilled = tempfile.TemporaryFile()
-        for k, t in (("cat", np.int32), ("id", np.int64), ("ph", np.int8)):
-            np.save(self.spilled, cat(k, t))
+        with _temporary():
+            self.spilled = tempfile.TemporaryFile()
+            for k, t in (("cat", np.int32), ("id", np.int64), ("ph", np.int8)):
+                np.save(self.spilled, cat(k, t))
+            self.spilled.flush()
         self.ts = cat("ts", np.int64) + base
         pair = cat("pid", np.int64) * ntid + cat("tid", np.int64)
         self.track = endpoint_tracks(track_of_pair, pair).astype(np.int32) if track_of_pair else \
@@ -386,8 +401,9 @@ class _Endpoints:
                     "category": np.zeros(0, np.int32)}
         del self.start, self.dur, self.real, self.track, self.enclosing
         trim()
-        self.spilled.seek(0)
-        ends = {k: np.load(self.spilled) for k in ("cat", "id", "ph")}
+        with _temporary():
+            self.spilled.seek(0)
+            ends = {k: np.load(self.spilled) for k in ("cat", "id", "ph")}
         self.spilled.close()
         ends["ts"], ends["row"] = self.ts, self.row
         del self.ts, self.row

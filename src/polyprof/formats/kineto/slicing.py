@@ -166,8 +166,10 @@ def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
             yield events
             seen += events[0] if type(events) is tuple else len(events)
     except _NotAnEvent as e:
-        raise TraceFormatError(path, f"not a Chrome/Kineto trace: traceEvents[{seen + e.index}] "
-                                     f"is a {e.what}, not an event object") from None
+        where = f"item {seen + e.index} of its JSON array" if top.get("__list__") else f"traceEvents[{seen + e.index}]"
+        article = "an" if e.what[:1] in "aeiou" else "a"
+        raise TraceFormatError(path, f"not a Chrome/Kineto trace: {where} is {article} {e.what}, not an event "
+                                     "object") from None
 
 
 def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
