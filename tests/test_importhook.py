@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from polyprof.collect.importhook import ImportHook, importing
+from polyprof.collect.importhook import ImportHook, imported, importing
 
 #: a module that signals it began, waits for the test, then fails or finishes
 SLOW_MODULE = """
@@ -163,3 +163,19 @@ def test_a_session_started_during_import_torch_records_the_torch_ops() -> None:
     r = subprocess.run([sys.executable, "-c", TORCH_MID_IMPORT], capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("mm 20 "), (r.stdout, r.stderr[-3000:])
+
+
+def test_a_module_still_importing_is_not_imported(slow_module) -> None:
+    """What the jax and OpenCL plugins ask before they act on the program's module
+    (``imported``): a module another thread is still importing is not imported yet, so
+    the plugin installs its hook, which follows that import to its end; before, they
+    asked ``name in sys.modules`` and acted on the half-imported module."""
+    name, gate = slow_module
+    assert not imported(name)
+    box: dict = {}
+    t = _import_in_thread(name, box)
+    assert gate.entered.wait(30)
+    assert name in sys.modules and not imported(name)
+    gate.go.set()
+    t.join(30)
+    assert imported(name) and box["module"].DONE

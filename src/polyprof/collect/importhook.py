@@ -24,6 +24,13 @@ def importing(module: object) -> bool:
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
+def imported(name: str) -> bool:
+    """Whether the program has imported ``name`` to its end (in ``sys.modules`` and not
+    still :func:`importing` on another thread: an :class:`ImportHook` follows that one)."""
+    mod = sys.modules.get(name)
+    return mod is not None and not importing(mod)
+
+
 class ImportHook:
     """Runs ``callback`` right after the program finishes importing ``module``, so a
     default session profiles torch or pyopencl without making programs that never

@@ -33,7 +33,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import shutil
-import sys
 import tempfile
 import threading
 import weakref
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..collect.clock import now_ns
-from ..collect.importhook import ImportHook
+from ..collect.importhook import ImportHook, imported
 from ..collect.plugin import Availability, Plugin, SessionContext
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
@@ -122,7 +121,7 @@ class JaxPlugin(Plugin):
         self._session: object | None = None  # polyprof's running JAX trace (JAX's ProfilerSession)
         self._live = False  # one of polyprof's recordings runs (also where JAX has no gate)
         self._yielded = ""  # why the program's own trace ended polyprof's, or kept it from beginning
-        if "jax" in sys.modules:
+        if imported("jax"):
             self._when_backends_exist()
         else:
             self._hook = ImportHook("jax", self._when_backends_exist).install()

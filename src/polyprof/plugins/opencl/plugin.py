@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING, TypedDict, cast
@@ -28,7 +27,7 @@ import numpy as np
 
 from ...collect import background
 from ...collect.clock import now_ns
-from ...collect.importhook import ImportHook
+from ...collect.importhook import ImportHook, imported
 from ...collect.plugin import Availability, Plugin, SessionContext
 from ...collect.signals import SavedDispositions
 from ...trace import keys
@@ -171,7 +170,7 @@ class OpenCLPlugin(Plugin):
     def session_availability(cls) -> Availability:
         """Before the program imports pyopencl: only that it is installed (the plugin
         starts, and checks devices, when the program imports it); after: the full check."""
-        if "pyopencl" in sys.modules:
+        if imported("pyopencl"):
             return cls.availability()
         try:
             found = importlib.util.find_spec("pyopencl") is not None
@@ -200,7 +199,7 @@ class OpenCLPlugin(Plugin):
         self._begun = False
         self._hook: ImportHook | None = None
         self._lock = threading.Lock()
-        if "pyopencl" in sys.modules:
+        if imported("pyopencl"):
             self._begin()
         else:
             self._hook = ImportHook("pyopencl", self._begin_after_import).install()
