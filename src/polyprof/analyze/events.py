@@ -9,7 +9,7 @@ import numpy as np
 from ..trace.core import Trace
 from .common import analysed_span, in_stretches, qualified_names
 from .frames import frame, order_desc
-from .grouping import _quantile, duration_columns
+from .grouping import duration_columns, sorted_group_stats
 from .window import WindowArg, selection, view
 
 if TYPE_CHECKING:
@@ -99,11 +99,8 @@ def _columns(ev: dict[str, np.ndarray], key: np.ndarray, klo: int, dbits: int, r
     starts = np.concatenate(bounds)
     names = (key[starts] >> dbits) + klo
     key &= (1 << dbits) - 1  # the durations, ascending in each group
-    count = np.diff(np.append(starts, n))
-    total = np.add.reduceat(key, starts)
+    stats = sorted_group_stats(key, starts)
     first = np.minimum.reduceat(start, starts)
     start += key  # the ends
-    return {"name": names, "count": count, "total_ns": total, "mean_ns": total / count,
-            "median_ns": _quantile(key, starts, count, 0.5), "min_ns": key[starts],
-            "max_ns": key[starts + count - 1], "p99_ns": _quantile(key, starts, count, 0.99),
+    return {"name": names, **{f"{c}_ns" if c != "count" else c: v for c, v in stats.items()},
             "first_start_ns": first, "last_end_ns": np.maximum.reduceat(start, starts)}

@@ -44,11 +44,16 @@ def group_stats(keys: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
         return {"key": keys[:0], "count": z, "total": z, "mean": z.astype(float), "median": z.astype(float),
                 "min": z, "max": z, "p99": z.astype(float), "order": order, "starts": z}
     starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
-    n = np.diff(np.append(starts, len(k)))
+    return {"key": k[starts], **sorted_group_stats(v, starts), "order": order, "starts": starts}
+
+
+def sorted_group_stats(v: np.ndarray, starts: np.ndarray) -> dict[str, np.ndarray]:
+    """Count, total, mean, median, min, max, p99 of each group of ``v``, whose groups are
+    runs beginning at ``starts`` (ascending, the first 0), each sorted ascending."""
+    n = np.diff(np.append(starts, len(v)))
     total = np.add.reduceat(v, starts)
-    return {"key": k[starts], "count": n, "total": total, "mean": total / n, "median": _quantile(v, starts, n, 0.5),
-            "min": v[starts], "max": v[starts + n - 1], "p99": _quantile(v, starts, n, 0.99),
-            "order": order, "starts": starts}
+    return {"count": n, "total": total, "mean": total / n, "median": _quantile(v, starts, n, 0.5),
+            "min": v[starts], "max": v[starts + n - 1], "p99": _quantile(v, starts, n, 0.99)}
 
 
 def group_reduce(order: np.ndarray, starts: np.ndarray, values: np.ndarray, op: np.ufunc) -> np.ndarray:
