@@ -83,8 +83,18 @@ def _text_stat(trace: Trace, key: str, rows: np.ndarray, fill: np.ndarray) -> np
     out = fill.copy()
     if col is not None and col.kind == "O":
         has, vals = col.lookup(rows)
-        out[has] = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in vals]
+        listed = vals.tolist()
+        try:  # each distinct value decoded once (a device or allocator name repeats on every event)
+            text = {v: _text(v) for v in dict.fromkeys(listed)}
+        except TypeError:  # a value that is not hashable (a list from the JSON)
+            out[has] = [_text(v) for v in listed]
+        else:
+            out[has] = np.fromiter(map(text.__getitem__, listed), object, len(listed))
     return out
+
+
+def _text(v: object) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
 #: torch.profiler's event for an allocation that failed (``Bytes``: what was asked for,
