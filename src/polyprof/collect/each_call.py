@@ -23,7 +23,10 @@ CM = TypeVar("CM", bound=ContextManager[Any])
 
 def each_call(fn: F, make: Callable[[], CM], after: Callable[[CM], None] | None = None) -> F:
     """``fn`` with each call run inside ``make()`` (a fresh context manager per call);
-    ``after(cm)`` once the call has ended, however it ended."""
+    ``after(cm)`` once the call has ended, however it ended. A ``staticmethod`` or
+    ``classmethod`` (the decorator written above it) stays one, its function wrapped."""
+    if isinstance(fn, (staticmethod, classmethod)):
+        return type(fn)(each_call(fn.__func__, make, after))  # type: ignore[return-value]
 
     def ended(cm: CM) -> None:
         if after is not None:

@@ -40,10 +40,33 @@ def _host(outer: "Session") -> HostPlugin | None:
     return None
 
 
+#: how long a session started on another thread waits for the one it nests in to start
+#: (a device plugin's start can take seconds: torch.profiler's 3.8 s)
+START_WAIT_S = 60.0
+
+
+def wait_started(outer: "Session") -> None:
+    """Wait until ``outer`` (being started on another thread) has started: what the
+    nested session records goes to its recorder, which is not on before."""
+    if not outer._ready.wait(START_WAIT_S):
+        log.warning("a session started on another thread has not finished starting after %.0f s; "
+                    "this one nests in it and may miss what runs before it has", START_WAIT_S)
+
+
 def begin(inner: "Session", outer: "Session") -> None:
     from .recorder import section  # a nested session only: the outer session's recorder
 
     log.info("a session opened inside the running one nests in it (host data only)")
+    running = {s.name for s in outer._slots if s.started}
+    asked = [p for p in inner.plugin_spec or () if isinstance(p, str)]
+    dropped = [p for p in asked if p not in running]
+    inner._nested_notes = []  # type: ignore[attr-defined]
+    if dropped:
+        note = (f"plugins {', '.join(dropped)} not run: this session nests in one already running "
+                f"({', '.join(sorted(running)) or 'no plugins'}), which records for both; an earlier "
+                f"session that was never stopped (a notebook cell that raised, say) is still active")
+        log.warning("%s", note)
+        inner._nested_notes.append({"plugin": "session", "message": note})  # type: ignore[attr-defined]
     inner._nested_section = section(SECTION_NAME)  # type: ignore[attr-defined]
     inner._nested_section.__enter__()  # type: ignore[attr-defined]
 
@@ -66,9 +89,17 @@ def end(inner: "Session", outer: "Session") -> Trace:
                       "note": "host data only; device plugins' data is in the outer session's trace"},
         mkeys.PLUGINS: {"host": "ok"}, mkeys.PLUGIN_ERRORS: [], mkeys.WARNINGS: [],
     }
+    warnings: list[dict[str, str]] = list(getattr(inner, "_nested_notes", []))
     if inner.ended_by is not None:  # the program execs or calls os._exit (collect/exits.py)
         meta[mkeys.SESSION]["ended_by"] = inner.ended_by  # type: ignore[index]
-        meta[mkeys.WARNINGS] = [{"plugin": "session", "message": exits.ended_note(inner.ended_by)}]
+        warnings.append({"plugin": "session", "message": exits.ended_note(inner.ended_by)})
+    if outer._stop_ns is not None and outer._stop_ns < stop:  # its recorder stopped with it
+        note = (f"the session this one nested in stopped {(stop - outer._stop_ns) / 1e6:.1f} ms before this "
+                f"one: what ran after it is not recorded (two sessions running at once, as two "
+                f"asyncio tasks or threads, nest; the first to start records for both)")
+        log.warning("%s", note)
+        warnings.append({"plugin": "session", "message": note})
+    meta[mkeys.WARNINGS] = warnings
     host = _host(outer)
     if host is None:
         meta[mkeys.PLUGINS] = {}

@@ -310,20 +310,35 @@ def counter(name: str, value: float) -> None:
     rec = _recorder
     if rec is None or not rec.active:
         return
-    v = value if type(value) is float else _number(value)  # first: a value that fails adds no name or time
+    v = value if type(value) is float else _number(name, value)  # first: a value that fails adds no name or time
     buf = rec.buffer()
     buf.ctr_names.append(rec.intern(name))
     buf.ctr_ts.append(_now())
     buf.ctr_values.append(v)
 
 
-def _number(value: object) -> float:
+def _number(name: str, value: object) -> float:
     """A counter's value as a float. A torch tensor is detached first: ``float()`` of one
-    that requires grad warns (the warning would point here); torch is never imported."""
+    that requires grad warns (the warning would point here); torch is never imported. A
+    one-element array of any shape (NumPy's or JAX's ``(1,)``, which ``float()`` refuses)
+    is read by its ``item()``. Anything else: :class:`~polyprof.errors.SessionError`
+    naming the counter."""
     detach = getattr(value, "detach", None)
     if callable(detach):  # a torch tensor (the name alone: torch stays unimported)
         value = detach()
-    return float(value)  # type: ignore[arg-type]
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as e:
+        item = getattr(value, "item", None)
+        if callable(item) and getattr(value, "size", None) == 1:
+            try:
+                return float(item())
+            except (TypeError, ValueError):
+                pass
+        from ..errors import SessionError  # only for a bad value: the recorder imports nothing at start
+
+        raise SessionError(f"polyprof.counter({name!r}): the value must be a number or a one-element "
+                           f"array or tensor, not {type(value).__name__} ({e})") from None
 
 
 class StepBlock:

@@ -98,6 +98,11 @@ class Session:
         self._pid = os.getpid()
         self._outer: "Session | None" = None  # set when this session nests in another
         self._inert = False  # a copy of the session in a forked child: records nothing
+        #: set once start() has returned or failed: a session that nests in this one from
+        #: another thread waits for it (its sections would go to a recorder not on yet)
+        self._ready = threading.Event()
+        self._start_thread = 0
+        self._stop_ns: int | None = None  # when stop() began (a nested session's end reads it)
         self._children = ChildrenCPU()  # made again at the start
         self._memory_errors = 0
         self.options = {k: dict(v) for k, v in settings.options.items()}
@@ -114,13 +119,24 @@ class Session:
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> "Session":
-        global _active
         if self._ctx is not None:
             raise SessionError("this session was started already; make a new one with polyprof.profile()")
+        self._start_thread = threading.get_ident()
+        try:
+            return self._start()
+        finally:
+            self._ready.set()
+
+    def _start(self) -> "Session":
+        global _active
         with _active_lock:
             outer = _active
             if outer is None:
                 _active = self
+        if outer is not None and outer._start_thread != threading.get_ident():
+            from .nested import wait_started
+
+            wait_started(outer)
         logs.to_stderr()  # a session in a program: its warnings read "polyprof: WARNING: ..."
         if self.output is not None:
             self._root = output_mod.nest_root(outer, self.output) or self
@@ -250,6 +266,7 @@ class Session:
                 raise SessionError("session stopped without a trace")
             return self.trace
         self._stopped = True
+        self._stop_ns = now_ns()
         exits.untrack(self)
         if self._inert or os.getpid() != self._pid:  # a forked child's copy: not its session
             self.trace = _empty_trace({mkeys.FORKED_CHILD: True, mkeys.PLUGIN_ERRORS: [], mkeys.PLUGINS: {}})

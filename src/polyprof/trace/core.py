@@ -268,7 +268,9 @@ class Trace(Record):
 
     # ------------------------------------------------------------------ tables
     def to_arrow(self, stats: Iterable[str] | None = None) -> "pa.Table":
-        """The event table as Arrow: one row per event, stats as nullable columns."""
+        """The event table as Arrow: one row per event, stats as nullable columns
+        (``stats``: which, by key, one or several; default all of them; a key the trace
+        does not have raises :class:`~polyprof.errors.TraceSchemaError`)."""
         from .tables import events_to_arrow  # pyarrow (and pandas) only for the tables' edge
 
         return events_to_arrow(self, stats)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 import pyarrow as pa
 
+from ..errors import TraceSchemaError
 from .arrow_arrays import array as _array
 
 if TYPE_CHECKING:
@@ -75,10 +76,22 @@ def events_to_arrow(trace: "Trace", stats: Iterable[str] | None = None) -> pa.Ta
         "dur_ns": pa.array(ev["dur_ns"]),
         "end_ns": pa.array(ev["start_ns"] + ev["dur_ns"]),
     }
-    keys = list(trace.stats) if stats is None else [k for k in stats if k in trace.stats]
+    keys = list(trace.stats) if stats is None else _asked(trace, stats)
     for key, name in stat_columns(keys, cols).items():
         cols[name] = stat_array(trace, key)
     return pa.table(cols)
+
+
+def _asked(trace: "Trace", stats: Iterable[str]) -> list[str]:
+    """The stat keys asked for (one name or several), each a stat of ``trace``."""
+    keys = [stats] if isinstance(stats, str) else list(stats)
+    missing = [k for k in keys if k not in trace.stats]
+    if missing:
+        have = sorted(trace.stats)
+        shown = ", ".join(have[:30]) + (f", ... ({len(have)} in all)" if len(have) > 30 else "")
+        raise TraceSchemaError(f"no stat {', '.join(map(repr, missing))} in this trace; its stats: "
+                               f"{shown or 'none'}")
+    return keys
 
 
 def stat_columns(keys: Iterable[str], base: Iterable[str]) -> dict[str, str]:
