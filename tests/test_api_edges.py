@@ -89,12 +89,14 @@ def test_session_nesting_from_another_thread_waits_for_the_outer_start() -> None
     """Two threads each opening a session: the second nests in the first, and its
     sections reach a recorder that is on (before: its trace held no event at all)."""
     traces: dict[int, polyprof.Trace] = {}
+    done = threading.Barrier(2, timeout=60)  # both bodies end before either session stops
 
     def run(k: int) -> None:
         with polyprof.profile(plugins=["host"]) as p:
             for _ in range(3):
                 with polyprof.section(f"t{k}"):
                     time.sleep(0.01)
+            done.wait()
         traces[k] = p.trace
 
     threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
@@ -123,3 +125,60 @@ def test_nested_task_outliving_the_outer_session_is_warned() -> None:
     asyncio.run(both())
     notes = [w["message"] for w in job.trace.metadata["warnings"]]  # the last to end: the nested one
     assert any("stopped" in n and "not recorded" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("kind", ["compiled or default", "python"])
+def test_bare_section_decorator_names_the_function(kind: str) -> None:
+    from polyprof.collect.pysection import PySection
+
+    sec = polyprof.section if kind != "python" else PySection
+
+    @sec
+    def double(x: int) -> int:
+        return 2 * x
+
+    class M:
+        @sec
+        def forward(self) -> int:
+            return 7
+
+        @sec
+        @staticmethod
+        def helper(x: int) -> int:
+            return x
+
+    with polyprof.profile(plugins=["host"]) as p:
+        assert double(2) == 4 and M().forward() == 7 and M.helper(5) == 5
+    names = _sections(p.trace)
+    assert any(n.endswith("double") for n in names), names
+    assert "test_bare_section_decorator_names_the_function.<locals>.M.forward" in names
+    assert any(n.endswith("M.helper") for n in names), names
+
+
+@pytest.mark.parametrize("kind", ["compiled or default", "python"])
+def test_generator_section_ends_on_the_thread_that_finishes_it(kind: str) -> None:
+    """A loader started on the main thread and drained by a prefetch thread: its
+    section is recorded (before: dropped, its __exit__ on another thread ignored)."""
+    from polyprof.collect.pysection import PySection
+
+    sec = polyprof.section if kind != "python" else PySection
+
+    @sec("loader")
+    def loader(n: int):  # type: ignore[no-untyped-def]
+        for i in range(n):
+            time.sleep(0.005)
+            yield i
+
+    with polyprof.profile(plugins=["host"]) as p:
+        g = loader(4)
+        assert next(g) == 0
+        got: list[int] = []
+        t = threading.Thread(target=lambda: got.extend(g))
+        t.start()
+        t.join(30)
+        assert got == [1, 2, 3]
+        assert list(loader(2)) == [0, 1]
+    df = p.trace.to_pandas()
+    loads = df[df.name.astype(str) == "loader"]
+    assert len(loads) == 2
+    assert loads.dur_ns.max() >= 18e6  # the drained one: its four items, both threads' share

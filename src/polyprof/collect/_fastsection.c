@@ -152,6 +152,19 @@ section_new_impl(PyTypeObject *type, PyObject *name, PyObject *stats)
     return (PyObject *)self;
 }
 
+/* @section over a function, without a name: pysection.bare names it after the function
+   (rare: once per decorated function, so the module is imported here, not at load). */
+static PyObject *
+bare_decorator(PyObject *type, PyObject *fn)
+{
+    PyObject *mod = PyImport_ImportModule("polyprof.collect.pysection"), *out;
+    if (mod == NULL)
+        return NULL;
+    out = PyObject_CallMethod(mod, "bare", "OO", type, fn);
+    Py_DECREF(mod);
+    return out;
+}
+
 /* section(name, **stats) without building an args tuple. */
 static PyObject *
 section_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -188,6 +201,8 @@ section_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObjec
         Py_XDECREF(stats);
         return NULL;
     }
+    if (nargs == 1 && stats == NULL && !PyUnicode_Check(name) && PyCallable_Check(name))
+        return bare_decorator(type, name);  /* @polyprof.section without a name */
     return section_new_impl((PyTypeObject *)type, name, stats);
 }
 

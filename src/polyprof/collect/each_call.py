@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from collections.abc import AsyncGenerator, Generator
 from typing import Any, Callable, ContextManager, TypeVar
 
@@ -49,7 +50,7 @@ def each_call(fn: F, make: Callable[[], CM], after: Callable[[CM], None] | None 
         def generator(*args: object, **kwargs: object) -> Generator[object, object, object]:
             cm = make()
             try:
-                with cm:
+                with _Held(cm):
                     return (yield from fn(*args, **kwargs))  # type: ignore[misc]
             finally:
                 ended(cm)
@@ -77,7 +78,7 @@ def _async_generator(fn: Callable[..., AsyncGenerator[object, object]], make: Ca
         inner = fn(*args, **kwargs)
         cm = make()
         try:
-            with cm:
+            with _Held(cm):
                 try:
                     value = await inner.__anext__()
                 except StopAsyncIteration:
@@ -102,3 +103,27 @@ def _async_generator(fn: Callable[..., AsyncGenerator[object, object]], make: Ca
             ended(cm)
 
     return agen
+
+
+class _Held:
+    """``cm`` entered where a generator's body starts and left on whichever thread it
+    ends: a generator resumed by another thread (a prefetching data loader) ends there,
+    and a section's ``__exit__`` leaves another thread's opening alone, where its
+    ``end()`` (the one of ``begin()``/``end()``) closes it."""
+
+    __slots__ = ("cm", "tid")
+
+    def __init__(self, cm: ContextManager[Any]) -> None:
+        self.cm = cm
+        self.tid = 0
+
+    def __enter__(self) -> object:
+        self.tid = threading.get_ident()
+        return self.cm.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        end = getattr(self.cm, "end", None)
+        if threading.get_ident() != self.tid and callable(end):
+            end()
+            return None
+        return self.cm.__exit__(*exc)

@@ -94,7 +94,8 @@ class PySection:
     """A named span of host time: context manager, decorator, or begin()/end().
 
     ``with polyprof.section("Self Attention", layer=3): ...`` or
-    ``@polyprof.section("Embedding")``. Keyword stats are attached to the event.
+    ``@polyprof.section("Embedding")`` (or ``@polyprof.section`` alone: named after the
+    function). Keyword stats are attached to the event.
     Costs one global lookup when no session is active.
 
     The pure-Python reference of the compiled ``_fastsection.section`` (used when the
@@ -107,6 +108,11 @@ class PySection:
     """
 
     __slots__ = ("name", "stats", "_app", "_t0", "_tid", "_more", "_ref", "__weakref__")
+
+    def __new__(cls, name: str, **stats: object) -> "PySection":
+        if not stats and callable(name) and not isinstance(name, str):  # @section without a name
+            return bare(cls, name)  # type: ignore[return-value]
+        return object.__new__(cls)
 
     def __init__(self, name: str, **stats: object) -> None:
         self.name = name
@@ -219,6 +225,14 @@ class PySection:
 
     def __call__(self, fn: F) -> F:
         return decorate(self, fn)
+
+
+def bare(cls: type[PySection], fn: F) -> F:
+    """``@polyprof.section`` written without a name: a section per call named after the
+    function (its qualified name: ``Model.forward``)."""
+    inner = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
+    name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None) or repr(inner)
+    return decorate(cls(name), fn)
 
 
 def decorate(sec: PySection, fn: F) -> F:
