@@ -16,6 +16,7 @@ from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
 from . import ascend, asyncs, legacy, lenient, onnxruntime, rocprof_v1, tf_timeline
 from .deferred import DeferredArgs
+from .events import BLANK
 from .devices import categorise_device_events, device_planes, legacy_plane, tf_line
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
@@ -315,6 +316,9 @@ def _recorded(meta: dict[str, Any]) -> dict[str, list[Any]]:
 
 
 def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray) -> dict[str, Any]:
+    blank = col.skipped.pop(BLANK, 0)  # objects with no field read: in a document's traceEvents, ``{}``
+    if blank and top.get("__list__"):  # (JAX's end marker, skipped as Perfetto does); a list's other records
+        col.skipped["None"] = col.skipped.get("None", 0) + blank
     if top.get("__list__") and not len(ts) and not col.counters and set(col.skipped) == {"None"}:
         # a JSON list of records none of which is an event (e.g. TraceLens' execution_details.json)
         raise TraceFormatError(col.path, f"not a Chrome/Kineto trace: a JSON list of {col.skipped['None']} "

@@ -24,7 +24,7 @@ from . import gather
 from .args import _ARG_FLUSH_EVENTS, _EAGER_KEYS, ArgsPiece, _big_numbers, _typed_stat, arg_batches  # noqa: F401
 from .build import build_trace
 from .codes import _codes, _id_code, same_id
-from .events import (_ASYNC_PHASES, _B, _C, _DECODE_ANY, _E, _F, _M, _NO_ARGS, _NULL, _OTHER, _PHASE_CODES,
+from .events import (BLANK, _ASYNC_PHASES, _B, _C, _DECODE_ANY, _E, _F, _M, _NO_ARGS, _NULL, _OTHER, _PHASE_CODES,
                      _PHASES, _S, _X, _Event)
 from . import asyncs, lenient
 from .flows import add_flow_slice, add_v2_slice
@@ -33,6 +33,9 @@ from .numbers import NotANumber, _ns_of, _times
 from .packed import PackedBatches
 from .progress import _Progress
 from .taken import TakenArgs
+
+#: an object in ``traceEvents`` with no field the reader reads (``{}``: events.BLANK)
+_EMPTY = _Event()
 
 if TYPE_CHECKING:
     from .tokenized import Tokenizer
@@ -369,7 +372,8 @@ class _Collector:
                 asyncs.add(self, e, _ASYNC_PHASES[code], pid, int(ts_ns[i]), args_of.get(i))
             else:
                 p = e.ph
-                p = p if isinstance(p, str) else repr(p)
+                # BLANK: no field read (``{}``: JAX's and TensorFlow's end marker; build.py)
+                p = BLANK if e == _EMPTY else p if isinstance(p, str) else repr(p)
                 self.skipped[p] = self.skipped.get(p, 0) + 1
 
     def _decode_args(self, text: bytes) -> Any:

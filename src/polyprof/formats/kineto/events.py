@@ -19,6 +19,8 @@ _PHASES = {"X": _X, "i": _I, "I": _I, "B": _B, "E": _E, "C": _C, "s": _S, "t": _
 _ASYNC_PHASES = {_ASYNC_B: "b", _ASYNC_E: "e", _ASYNC_N: "n"}
 _PHASE_CODES: dict[Any, int] = dict(_PHASES)
 
+#: the key in ``_Collector.skipped`` of objects with no field the reader reads (``{}``)
+BLANK = "{}"
 _NULL = msgspec.Raw(b"null")
 _NO_ARGS = msgspec.Raw(b"{}")  # an event without "args" (this very object)
 
