@@ -14,7 +14,7 @@ from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
-from . import ascend, asyncs, legacy, lenient, onnxruntime, rocprof_v1, tf_timeline
+from . import ascend, asyncs, jax_chrome, legacy, lenient, onnxruntime, rocprof_v1, tf_timeline
 from .deferred import DeferredArgs
 from .events import BLANK
 from .devices import categorise_device_events, device_planes, legacy_plane, tf_line
@@ -103,6 +103,8 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         legacy.link(trace)
     elif tf_timeline.is_timeline(col):  # TensorFlow 1.x's timeline: its GPU work to its ops by node name
         tf_timeline.link(trace)
+    elif not _written_by_polyprof(top) and jax_chrome.is_jax_cpu(col, trace):  # JAX's Chrome export (CPU)
+        jax_chrome.classify(trace)
     trim()  # the pages the build freed go back: what stays resident is about the Trace
     return trace
 
