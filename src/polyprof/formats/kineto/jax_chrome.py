@@ -11,9 +11,10 @@ the XSpace reader gives the same events (``formats/xspace/reader.py``): TraceMe 
 (``traceme``, framework ops), of which those naming an HLO op are the ops' execution
 (``xla_op``: the profile's device activity), ``$``-names Python calls, and XLA's and
 PjRt's runtime (``xla_runtime``) — the XSpace reader's own functions, so both files of
-one profile read alike. A file is such a trace when a process is named ``/host:...``
-and none is a device (:func:`is_jax_cpu`); a GPU profile's Chrome export is read as any
-Chrome trace with device processes.
+one profile read alike. A file is such a trace when every process it names is a
+``/host:`` plane, none is a device and no event has a category (:func:`is_jax_cpu`; not
+a file polyprof wrote); a GPU profile's Chrome export is read as any Chrome trace with
+device processes.
 """
 
 from __future__ import annotations
