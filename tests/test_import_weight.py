@@ -110,14 +110,17 @@ def test_summary_of_kineto_traces_and_of_a_job_imports_no_numpy_ma():
     """Nor for the shared Kineto traces, one by one and as one job (a directory of ranks):
     NumPy's ``median`` and ``percentile`` (on more than a few thousand values) import
     numpy.ma too, so the analyses use ``trace.sorting.median`` and a partition (about
-    6 ms of a summary's 0.1-0.2 s CPU)."""
+    6 ms of a summary's 0.1-0.2 s CPU). Nor the nsys stats CSV reader, whose sniff every
+    JSON head has a comma for (3-7 ms), by a file
+    (a directory is asked whether it holds ``nsys stats -o`` reports)."""
     data = Path(__file__).resolve().parent / "data"
     files = [*sorted((data / "traces" / "kineto").glob("*.json.gz")), data / "peers" / "hta_trace_compare" / "base"]
     code = ("import sys, io, contextlib\nfrom polyprof.cli import main\n"
             f"for f in {[str(f) for f in files]!r}:\n"
             "    with contextlib.redirect_stdout(io.StringIO()):\n"
             "        assert main(['summary', f]) == 0\n"
-            "print(sorted(m for m in ('numpy.ma', 'pandas', 'pyarrow') if m in sys.modules))")
+            "    if f.endswith('.gz'): csv = 'polyprof.formats.nsys_csv' in sys.modules\n"
+            "print(sorted(m for m in ('numpy.ma', 'pandas', 'pyarrow') if m in sys.modules) + ['nsys_csv'] * csv)")
     assert child(code).strip() == "[]"
 
 

@@ -160,7 +160,7 @@ def _fusable_chains(trace: Trace) -> list[Finding]:
     top = outermost(trace, rows)
     rows, flops, nbytes, prec = rows[top], flops[top], nbytes[top], prec[top]
     dev = device_time(trace, rows, np.zeros(len(rows), bool))
-    ridge = np.array([pk.flops(p) for p in prec]) / pk.bandwidth
+    ridge = pk.flops_each(prec) / pk.bandwidth
     intensity = np.nan_to_num(flops) / nbytes
     mem = (intensity < ridge) & (intensity < CHAIN_MAX_INTENSITY) & (dev > 0)
     ev = trace.events

@@ -139,7 +139,7 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     names = labels[g["key"]]
     with np.errstate(divide="ignore", invalid="ignore"):
         fps, bps, inten = f / t * 1e9, b / t * 1e9, f / b
-        peak_f = np.array([pk.flops(p) if pk else 0.0 for p in prec[first]], np.float64)
+        peak_f = pk.flops_each(prec[first]) if pk else np.zeros(len(first))
         bw = pk.bandwidth if pk else 0.0
         pct = _roof_share(fps, bps, inten, peak_f, bw, (peak_f > 0) & np.isfinite(fps))
         ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)

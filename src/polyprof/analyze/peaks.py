@@ -20,7 +20,9 @@ from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping, NamedTuple, TypeVar
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence, TypeVar
+
+import numpy as np
 
 from ..derive.memo import memo
 from ..errors import PeakError
@@ -54,6 +56,13 @@ class Peak(NamedTuple):  # not a frozen dataclass: made at every start (docs/ben
             if v:
                 return float(v)
         return 0.0
+
+    def flops_each(self, precisions: np.ndarray | Sequence[str]) -> np.ndarray:
+        """:meth:`flops` of each of ``precisions`` (float64), each distinct one looked up
+        once: a row per op, of a few precisions."""
+        texts = list(precisions.tolist() if hasattr(precisions, "tolist") else precisions)
+        rate = {p: self.flops(p) for p in set(texts)}
+        return np.fromiter(map(rate.__getitem__, texts), np.float64, len(texts))
 
     @property
     def bandwidth(self) -> float:

@@ -172,6 +172,9 @@ def _is_rocprof_v1_csv(head: bytes, path: Path) -> bool:
 def _is_nsys_csv(head: bytes, path: Path) -> bool:
     if b"," not in head and b"Processing [" not in head:  # a CSV header, or nsys stats naming its report
         return False
+    text = head[2:] if head.startswith(b"GZ") else head  # (detect.py's mark of a gzip file's head)
+    if text.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):  # JSON: no report starts so (its module unimported)
+        return False
     from .nsys_csv import sniff
 
     return sniff(head, path)
