@@ -5,7 +5,9 @@ choosing which) the span runs from the first
 step's host start to the later of the last step's host end and the end of the last
 device activity launched inside a step — so the device work of the last step counts.
 Without steps it is the whole trace: first start to last end over every event on
-host and device tracks (derived lines excluded). The same span is used for every
+host and device tracks (derived lines excluded, and the profiler's own ``overhead``
+rows where there are others: an RPD or rocpd tracer's writes at its end, which the
+window's label then names). The same span is used for every
 device and stream, so their idle times compare.
 """
 

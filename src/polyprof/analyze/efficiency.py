@@ -16,7 +16,7 @@ import numpy as np
 from ..derive import cache
 from ..derive.graph_recording import stream_captures
 from ..derive.projection import LaunchIndex
-from ..trace.categories import Kind
+from ..trace.categories import DEVICE_ACTIVITY, Kind
 from ..trace.core import Trace
 from ..trace.sorting import find, member, row_of_key, union, unique, unique_inverse, unique_rows
 from ..trace import keys
@@ -52,7 +52,9 @@ def _costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     dev = np.zeros(0, np.int64)
     if col is not None and len(col):  # sort-based set operations: np.unique's first call imports numpy.ma
         dev = unique(col.rows[~member(col.rows, ops)])
-        dev = dev[trace.kinds[dev] != Kind.CPU_OP] if len(dev) else dev
+        # device activity alone, as the device tables count it (correlate.device_activity_rows):
+        # not XLA's "Async XLA Ops" spans, copy-start to copy-done over the ops that hold the time
+        dev = dev[member(trace.kinds[dev], np.asarray(DEVICE_ACTIVITY, trace.kinds.dtype))] if len(dev) else dev
     counted = counter_rows(trace)  # CUPTI FLOP counters of kernel ranges
     if len(counted):
         dev = union(dev, counted[~member(counted, ops)])

@@ -393,6 +393,34 @@ def _in_stretches(trace: Trace, steps: Steps, every: np.ndarray) -> np.ndarray:
 DEVICE_SHARE = 0.5
 
 
+def whole_trace_words(trace: Trace) -> str:
+    """The label's words for a trace without steps: the profiler's own rows left out of
+    its span (:func:`overhead_words`) and where its device activity is
+    (:func:`device_extent_words`)."""
+    return "; ".join(w for w in (overhead_words(trace), device_extent_words(trace)) if w)
+
+
+def overhead_words(trace: Trace) -> str:
+    """Where the profiler's own rows (category ``overhead``: an RPD or rocpd tracer's
+    flush and table writes) lie outside the rest of a trace: the analysed span leaves
+    them out (``common._span``), so the label says so and how long the rest is, which
+    the header's "trace span" would otherwise contradict."""
+    oid = trace.string_id("overhead")
+    if oid < 0:
+        return ""
+    ev = trace.events
+    rest = np.flatnonzero(ev["category"] != oid)
+    t0, t1 = trace.span_ns
+    if not len(rest) or len(rest) == trace.n_events:
+        return ""
+    s = int(ev["start_ns"][rest].min())
+    e = int((ev["start_ns"][rest] + ev["dur_ns"][rest].astype(np.int64)).max())
+    if e - s >= t1 - t0:
+        return ""
+    return (f"the profiler's own overhead rows left out: the rest spans {fmt_ns(e - s)} of the trace's "
+            f"{fmt_ns(t1 - t0)}")
+
+
 def device_extent_words(trace: Trace) -> str:
     """The label's words for a trace without steps whose device activity (first start to
     last end of the correlation's device rows: what ``--span device`` spans) is under
@@ -417,7 +445,7 @@ def _every_step(trace: Trace, steps: Steps, said: str) -> Selection:
     it is a step long or more); the whole trace where it has no steps."""
     every = np.arange(len(steps))
     if not len(steps):
-        words = device_extent_words(trace)
+        words = whole_trace_words(trace)
         return Selection(every, _label(steps, every, f"{said}; {words}" if said and words else said or words),
                          False)
     after = after_last_words(host_after(trace, int(steps.end[-1])), steps)
@@ -430,7 +458,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
     steps = cache.steps(trace)
     every = np.arange(len(steps))
     if window is None:
-        return Selection(every, _label(steps, every, "" if len(steps) else device_extent_words(trace)), False)
+        return Selection(every, _label(steps, every, "" if len(steps) else whole_trace_words(trace)), False)
     if isinstance(window, str):
         if window == HTA:
             return _hta_selection(steps)
@@ -460,7 +488,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         return timed
     if not len(steps) and window.start is None and window.stop is None and not window.skip_first:
         changed = window.span != "steps" or window.round_us
-        return Selection(every, _label(steps, every, window.text() if changed else device_extent_words(trace)),
+        return Selection(every, _label(steps, every, window.text() if changed else whole_trace_words(trace)),
                          changed, window.span, round_us=window.round_us)
     if not len(steps):
         raise WindowError(f"{window.text()}: the trace has no steps (ProfilerStep#N, polyprof.step() "
