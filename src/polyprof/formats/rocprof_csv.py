@@ -17,6 +17,11 @@ in it: one Trace with a source per process, as rocprofv3's JSON and a merged roc
 database give). Each file is read by pyarrow's CSV reader into columns; names are
 dictionary-encoded; the Trace is made by formats/rocm_trace.py, as for the JSON and
 rocpd readers. Timestamps stay rocprofiler-sdk's (ns); no wall-clock anchor is written.
+
+rocpd's CSV files (``rocpd2csv``, ROCm 7) are these kinds with a ``Guid`` (the run's id)
+first, some names title-cased (``Vgpr_Count``: names match without case), every API domain
+in one ``regions_trace.csv`` in newer ones. One file may hold several runs (``rocpd2csv -i
+a.db b.db``): each Guid is a process, its pid its calls' ``Process_Id``, kept in the metadata.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ KINDS = tuple(sorted((
     "memory_copy_trace", "memory_allocation_trace", "scratch_memory_trace", "counter_collection",
     "agent_info", "kernel_stats", "hip_api_stats", "hsa_api_stats", "memory_copy_stats", "marker_api_stats",
     "rccl_api_stats", "scratch_memory_stats", "memory_allocation_stats", "counter_collection_stats",
-    "domain_stats"), key=len, reverse=True))
+    "domain_stats", "regions_trace",  # and rocpd's (rocpd2csv): every API domain in one file, and more
+    "counter_collection_trace", "spm_counter_collection_trace", "graph_launch_trace", "hip_event_trace"), key=len, reverse=True))
 
 #: the columns each file this reader reads must have
 KERNEL = ("Kind", "Agent_Id", "Queue_Id", "Kernel_Name", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
@@ -55,7 +61,7 @@ COPY = ("Kind", "Direction", "Source_Agent_Id", "Destination_Agent_Id", "Start_T
 AGENT = ("Node_Id", "Agent_Type")
 #: the text columns, dictionary-encoded as they are read (a kernel's name is kept once)
 TEXT = ("Kind", "Direction", "Domain", "Function", "Kernel_Name", "Agent_Type", "Name", "Product_Name",
-        "Vendor_Name", "Model_Name")
+        "Vendor_Name", "Model_Name", "Guid")
 #: every column a reader uses (the others are not converted)
 USED = frozenset(KERNEL + API + COPY + AGENT + TEXT + (
     "Stream_Id", "Dispatch_Id", "Process_Id", "Bytes", "Logical_Node_Id", "Private_Segment_Size",
@@ -66,9 +72,14 @@ USED = frozenset(KERNEL + API + COPY + AGENT + TEXT + (
 #: before ROCm 7); ``Agent N`` (ROCm 7's default, ``--agent-index relative``) is a
 #: ``Logical_Node_Id``; ``GPU N`` / ``CPU N`` (``type-relative``) the Nth of that type
 AGENT_BASE = {"Agent": 1 << 40, "GPU": 2 << 40, "CPU": 3 << 40, "UNK": 4 << 40}
-#: the columns expected by file kind, for a file whose header is not one of them
-EXPECTED = {"kernel_trace": KERNEL, "memory_copy_trace": COPY,
-            **{k: API for k in KINDS if k.endswith("_api_trace") or k.startswith(("hip_runtime", "hip_compile"))}}
+#: by header kind: the columns a header must begin with (after rocpd's ``Guid``) and hold
+HEADERS = {"kernel": (("Kind",), KERNEL + ("Dispatch_Id",)), "api": (("Domain", "Function"), API),
+           "copy": (("Kind", "Direction"), COPY), "agent": (("Node_Id",), AGENT + ("Logical_Node_Id",))}
+#: the header kind expected by file kind, for a file whose header is not one of them
+EXPECTED = {"kernel_trace": "kernel", "memory_copy_trace": "copy", "regions_trace": "api",
+            **{k: "api" for k in KINDS if k.endswith("_api_trace") or k.startswith(("hip_runtime", "hip_compile"))}}
+#: column names by their lower-case spelling (rocpd's writer title-cases some: ``Vgpr_Count``)
+CANON = {c.lower(): c for c in (*USED, "Accum_VGPR_Count", "Guid")}
 
 
 def split_name(name: str) -> tuple[str, str] | None:
@@ -85,23 +96,29 @@ def split_name(name: str) -> tuple[str, str] | None:
 def _header(head: bytes) -> list[str]:
     line = head.split(b"\n", 1)[0].rstrip(b"\r")
     try:
-        return next(csv.reader(io.StringIO(line.decode("utf-8", "replace"))), [])
+        cells = next(csv.reader(io.StringIO(line.decode("utf-8", "replace"))), [])
     except csv.Error:
         return []
+    return [CANON.get(c.lower(), c) for c in cells]  # rocpd's spellings as rocprofv3's
 
 
 def kind_of(header: list[str]) -> str | None:
-    """What a rocprofv3 CSV header is: kernel, api, copy, agent; None for any other CSV."""
-    cols = set(header)
-    if header[:1] == ["Kind"] and cols.issuperset(KERNEL) and "Dispatch_Id" in cols:
-        return "kernel"
-    if header[:2] == ["Domain", "Function"] and cols.issuperset(API):
-        return "api"
-    if header[:2] == ["Kind", "Direction"] and cols.issuperset(COPY):
-        return "copy"
-    if header[:1] == ["Node_Id"] and cols.issuperset(AGENT) and "Logical_Node_Id" in cols:
-        return "agent"
+    """What a rocprofv3 (or rocpd) CSV header is: kernel, api, copy, agent; None for any other CSV."""
+    body = header[1:] if header[:1] == ["Guid"] else header  # less rocpd's Guid
+    for kind, (lead, need) in HEADERS.items():
+        if tuple(body[:len(lead)]) == lead and set(body).issuperset(need):
+            return kind
     return None
+
+
+def mismatch(kind: str, header: list[str]) -> str:
+    """Why a header is not of the kind its file's name says: the columns it lacks, else its first."""
+    lead, need = HEADERS[kind]
+    body = header[1:] if header[:1] == ["Guid"] else header
+    missing = [c for c in need if c not in body]
+    if missing:
+        return f"no {', '.join(missing)}"
+    return f"it begins with {', '.join(body[:len(lead)])}, not {', '.join(lead)}"
 
 
 def sniff(head: bytes, path: Path) -> bool:
@@ -112,10 +129,12 @@ def sniff(head: bytes, path: Path) -> bool:
     return kind_of(_header(head)) in ("kernel", "api", "copy")
 
 
-#: what rocprofv3's CSV files that hold no events are (by the kind in their name)
+#: what rocprofv3's (and rocpd's) CSV files that hold no events are (by the kind in their name)
 NOT_TRACES = {"counter_collection": "counter values per kernel dispatch", "agent_info": "the run's agents",
-              "memory_allocation_trace": "allocations, which polyprof does not read",
-              "scratch_memory_trace": "scratch memory events, which polyprof does not read"}
+              **{f"{k}_trace": f"{w}, which polyprof does not read" for k, w in (
+                  ("memory_allocation", "allocations"), ("scratch_memory", "scratch memory events"),
+                  ("graph_launch", "graph launches"), ("hip_event", "HIP events"))},
+              **{f"{k}_trace": "counter values per kernel dispatch" for k in ("counter_collection", "spm_counter_collection")}}
 
 
 def not_a_trace(head: bytes, path: Path) -> str | None:
@@ -155,9 +174,8 @@ def _trace_files(path: Path) -> list[Path]:
     for q in items:
         if q.is_file() and split_name(q.name) is not None:
             try:
-                with open(q, "rb") as f:
-                    if sniff(f.read(4096), q):
-                        out.append(q)
+                if sniff(_head(q, 4096), q):
+                    out.append(q)
             except OSError:
                 continue
     return out
@@ -230,8 +248,7 @@ class _Reader:
         import pyarrow.csv as pacsv
 
         self.path = path
-        with open(path, "rb") as f:
-            self.header = _header(f.read(65536))
+        self.header = _header(_head(path))
         missing = [c for c in want if c not in self.header]
         if missing:
             raise TraceFormatError(path, f"not a rocprofv3 CSV of this kind: no column {', '.join(missing)}")
@@ -353,13 +370,44 @@ class _Reader:
         return codes, [str(v) for v in chunks[0].dictionary.to_pylist()]
 
 
-def _agents(run: _Run, g: int) -> tuple[Agents, set[int]]:
+class _Guids:
+    """The runs (rocpd's ``Guid`` column) met in a prefix's files, numbered as met, and the
+    pid a file gives each (``Process_Id``). Rows are keyed by that number (-1: a file with
+    no Guid) until every file is read; :meth:`keys` then gives each number its process key."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.pid: dict[int, int] = {}
+
+    def rows(self, r: _Reader) -> np.ndarray:
+        if not (r.has("Guid") and r.n):
+            return np.full(r.n, -1, np.int64)
+        codes, vals = r.names("Guid")
+        rows = np.array([self.index.setdefault(v, len(self.index)) for v in vals], np.int64)[codes]
+        if r.has("Process_Id"):
+            pids = r.ints("Process_Id")
+            for i, first in zip(*(a.tolist() for a in np.unique(rows, return_index=True))):  # per run, not row
+                self.pid.setdefault(i, int(pids[first]))
+        return rows
+
+    def keys(self, default: int) -> np.ndarray:
+        """Process key by run number, ``default`` last (for -1): its calls' pid, else the first free."""
+        if len(self.index) <= 1:
+            return np.full(len(self.index) + 1, default, np.int64)
+        used = set(self.pid.values())
+        free = (k for k in range(1 << 62) if k not in used)
+        return np.array([self.pid[i] if i in self.pid else next(free) for i in range(len(self.index))]
+                        + [default], np.int64)
+
+
+def _agents(run: _Run, guids: _Guids) -> tuple[Agents, set[int]]:
     """GPU agents of agent_info.csv, under every key a trace file may name them by
-    (``AGENT_BASE``), numbered as rocprofiler-sdk numbers GPUs (by node id)."""
+    (``AGENT_BASE``), numbered as rocprofiler-sdk does (by node id) in each run (:class:`_Guids`)."""
     path = run.files.get("agent_info")
     if path is None:
         return {}, set()
     r = _Reader(path, AGENT)
+    run_of = guids.rows(r)
     node = r.ints("Node_Id")
     logical = r.ints("Logical_Node_Id", -1)
     typ_codes, typ = r.names("Agent_Type")
@@ -367,11 +415,11 @@ def _agents(run: _Run, g: int) -> tuple[Agents, set[int]]:
     numcols = {c: r.ints(c, 0) for c in ("Cu_Count", "Simd_Per_Cu", "Wave_Front_Size", "Max_Waves_Per_Cu",
                                          "Num_Xcc", "Max_Engine_Clk_Fcompute", "Gfx_Target_Version") if r.has(c)}
     out: Agents = {}
-    seen: dict[str, int] = {}
-    for row in np.argsort(node, kind="stable").tolist():
-        kind = typ[int(typ_codes[row])]
-        k = seen.get(kind, 0)
-        seen[kind] = k + 1
+    seen: dict[tuple[int, str], int] = {}
+    for row in np.lexsort((node, run_of)).tolist():  # per run, by node id
+        kind, g = typ[int(typ_codes[row])], int(run_of[row])
+        k = seen.get((g, kind), 0)
+        seen[(g, kind)] = k + 1
         if kind != "GPU":
             continue
         props: dict[str, object] = {c.lower(): vals[int(codes[row])] for c, (codes, vals) in texts.items()}
@@ -383,7 +431,7 @@ def _agents(run: _Run, g: int) -> tuple[Agents, set[int]]:
     return out, {key for _, key in out}
 
 
-def _kernels(path: Path, g: int) -> Part:
+def _kernels(path: Path, guids: _Guids) -> Part:
     r = _Reader(path, KERNEL)
     n = r.n
     codes, vals = r.names("Kernel_Name")
@@ -404,11 +452,11 @@ def _kernels(path: Path, g: int) -> Part:
         col = next((c for c in cols if r.has(c)), None)
         if col is not None:
             set_stat(stats, stat, r.ints(col, -1))
-    return Part("kernel_trace", True, r.times("Start_Timestamp"), r.times("End_Timestamp"), np.full(n, g, np.int64),
+    return Part("kernel_trace", True, r.times("Start_Timestamp"), r.times("End_Timestamp"), guids.rows(r),
                 -queue, r.agents("Agent_Id"), codes, vals, np.zeros(n, np.int64), [keys.CAT_KERNEL], stats, corr)
 
 
-def _copies(path: Path, g: int, gpus: set[int]) -> Part:
+def _copies(path: Path, guids: _Guids, gpus: set[int]) -> Part:
     r = _Reader(path, COPY)
     n = r.n
     dst, src = r.agents("Destination_Agent_Id"), r.agents("Source_Agent_Id")
@@ -425,11 +473,11 @@ def _copies(path: Path, g: int, gpus: set[int]) -> Part:
             stats[stat] = r.ints(col, 0)
     set_stat(stats, keys.CORRELATION_ID, corr, 0)
     return Part("memory_copy_trace", True, r.times("Start_Timestamp"), r.times("End_Timestamp"),
-                np.full(n, g, np.int64), r.ints("Stream_Id", 0), on, codes,
+                guids.rows(r), r.ints("Stream_Id", 0), on, codes,
                 [rocm_trace.copy_name(v) for v in vals], np.zeros(n, np.int64), [keys.CAT_MEMCPY], stats, corr)
 
 
-def _calls(r: _Reader, table: str, g: int) -> Part:
+def _calls(r: _Reader, table: str, guids: _Guids) -> Part:
     """API calls on their threads; ROCTx (``MARKER_*`` domains) as ranges, or marks
     where a record takes no time (rocprofv3 writes the message as the Function)."""
     n = r.n
@@ -447,7 +495,7 @@ def _calls(r: _Reader, table: str, g: int) -> Part:
     rows = np.flatnonzero(api & (corr > 0))
     if len(rows):
         stats[keys.CORRELATION_ID] = (rows, corr[rows])
-    return Part(table, False, start, np.where(instant, start, end), np.full(n, g, np.int64), r.ints("Thread_Id"),
+    return Part(table, False, start, np.where(instant, start, end), guids.rows(r), r.ints("Thread_Id"),
                 np.zeros(n, np.int64), codes, vals, ccode, cats, stats, np.where(api, corr, -1))
 
 
@@ -460,35 +508,44 @@ def _pid(run: _Run, readers: list[_Reader], index: int) -> int:
     return int(p) if p.isdigit() else index
 
 
-def _run_parts(run: _Run, index: int, path: Path) -> tuple[list[Part], rocm_trace.Process, Agents, list[str]]:
+def _run_parts(run: _Run, index: int) -> tuple[list[Part], list[int], Agents, list[str], dict[str, int]]:
+    """A prefix's events, processes (one per rocpd Guid), GPUs, files not read, Guid -> process."""
     parts: list[Part] = []
     api: list[tuple[str, _Reader]] = []
     kinds: dict[str, list[Path]] = {"kernel": [], "copy": []}
     unread: list[str] = []
     for kind, f in run.files.items():
-        with open(f, "rb") as fh:
-            what = kind_of(_header(fh.read(65536)))
+        what = kind_of(header := _header(_head(f)))
         if what == "api":
             # ROCTx messages are the user's text, written as they are: newlines too
-            api.append((kind, _Reader(f, API, multiline=kind == "marker_api_trace")))
+            api.append((kind, _Reader(f, API, multiline=kind in ("marker_api_trace", "regions_trace"))))
         elif what in kinds:
             kinds[what].append(f)  # type: ignore[index]
         elif kind in EXPECTED:  # a trace file's name, not its header
-            missing = [c for c in EXPECTED[kind] if c not in _header(_head(f))]
-            raise TraceFormatError(f, "not the columns rocprofv3 writes in a " + kind + " file"
-                                   + (f" (no {', '.join(missing)})" if missing else ""))
+            raise TraceFormatError(f, f"not the columns rocprofv3 writes in a {kind} file "
+                                      f"({mismatch(EXPECTED[kind], header)})")
         elif what != "agent":
             unread.append(f.name)
-    pid = _pid(run, [r for _, r in api], index)
-    g = pid
-    agents, gpus = _agents(run, g)
-    parts += [_kernels(f, g) for f in kinds["kernel"]]
+    guids = _Guids()
+    by_run, gpus = _agents(run, guids)
+    parts += [_kernels(f, guids) for f in kinds["kernel"]]
+    ks = [] if gpus else parts[:]
     if not gpus:  # no agent_info: the GPUs are the kernels' agents, numbered in order
         gpus = {int(x) for p in parts for x in unique(p.dev).tolist()}
-        agents = {(g, d): rocm_trace.Agent(k, True, {"agent_key": d}) for k, d in enumerate(sorted(gpus))}
-    parts += [_copies(f, g, gpus) for f in kinds["copy"]]
-    parts += [_calls(r, kind, g) for kind, r in api]
-    return parts, rocm_trace.Process(pid=pid), agents, unread
+    parts += [_copies(f, guids, gpus) for f in kinds["copy"]]
+    parts += [_calls(r, kind, guids) for kind, r in api]
+    key = guids.keys(_pid(run, [r for _, r in api], index))
+    for p in parts:
+        p.gpid = key[p.gpid]
+    procs = sorted({int(g) for p in parts for g in unique(p.gpid).tolist()}) or [int(key[-1])]
+    agents: Agents = {}
+    for (i, d), ag in by_run.items():  # an agent_info without Guid: every process's
+        for g in ([int(key[i])] if i >= 0 else procs):
+            agents[(g, d)] = ag
+    for g, d in (np.unique(np.stack([np.concatenate([p.gpid for p in ks]), np.concatenate([p.dev for p in ks])], 1),
+                           axis=0).tolist() if ks else []):  # one per (process, agent), numbered in agent order
+        agents[(g, d)] = rocm_trace.Agent(sum(k[0] == g for k in agents), True, {"agent_key": d})
+    return parts, procs, agents, unread, {v: int(key[i]) for v, i in guids.index.items()}
 
 
 def read(path: Path) -> Trace:
@@ -500,21 +557,25 @@ def read(path: Path) -> Trace:
     processes: dict[int, rocm_trace.Process] = {}
     agents: dict[tuple[int, int], rocm_trace.Agent] = {}
     unread: list[str] = []
+    guids: dict[str, int] = {}
     for i, run in enumerate(runs):
         if "file" in run.files:  # a trace CSV under a name of its own
             run = _Run("", {_kind_by_header(run.files["file"]): run.files["file"]})
-        got, proc, ags, not_read = _run_parts(run, i, path)
+        got, procs, ags, not_read, run_guids = _run_parts(run, i)
         check_events(path, sum(len(p) for p in parts) + sum(len(p) for p in got), so_far=True)
-        if proc.pid in processes:
-            raise TraceFormatError(path, f"two sets of files for process {proc.pid}")
+        for pid in procs:
+            if pid in processes:
+                raise TraceFormatError(path, f"two sets of files for process {pid}")
+            processes[pid] = rocm_trace.Process(pid=pid)
         parts += got
-        processes[proc.pid] = proc
         agents.update(ags)
         unread += not_read
+        guids.update(run_guids)
     if unread:
         log.info("%s: %d files not read (%s)", path, len(unread), ", ".join(unread[:12]))
     md = {"clock": "rocprofiler-sdk timestamps (ns)",
-          "rocprof": {"format": "rocprofv3 csv", "processes": len(processes), "files_not_read": unread}}
+          "rocprof": {"format": "rocprofv3 csv", "processes": len(processes), "files_not_read": unread,
+                      **({"guids": guids} if guids else {})}}
     trace = rocm_trace.build(parts, processes, agents, {}, md, path.name)
     del parts
     import pyarrow as pa  # loaded by the read already
@@ -524,8 +585,7 @@ def read(path: Path) -> Trace:
 
 
 def _kind_by_header(path: Path) -> str:
-    with open(path, "rb") as f:
-        return kind_of(_header(f.read(65536))) or "file"
+    return kind_of(_header(_head(path))) or "file"
 
 
 @guarded
@@ -534,6 +594,6 @@ def load(path: str | Path, **options: object) -> Trace:
     return read(Path(path))
 
 
-def _head(path: Path) -> bytes:
+def _head(path: Path, size: int = 65536) -> bytes:
     with open(path, "rb") as f:
-        return f.read(65536)
+        return f.read(size)
