@@ -74,7 +74,9 @@ def test_a_trace_of_os_runtime_calls_alone_has_their_path(tmp_path: Path) -> Non
 
 def test_os_runtime_calls_join_a_cuda_traces_path_where_they_hold_the_thread() -> None:
     """CloverLeaf: 981 of its 1,831 OS runtime calls lie in no CUDA call (the others, in
-    ``cudaMalloc`` and ``cudaFree``, are those calls' own time). Those on the main
+    ``cudaMalloc`` and ``cudaFree``, are those calls' own time), 950 of them on the
+    program's threads (the 31 of the driver's two ``cuda-EvtHandlr`` threads, which do
+    nothing else, are left out: depgraph_context.os_calls). Those on the main
     thread add their time to its path (``ioctl`` 112.2 ms, ``fopen`` 18.9 ms: 143.6 ms),
     and every event of the path before keeps its time on it: 698.6 ms where it was
     555.0 ms, ``cudaMalloc`` 239.7 ms and the kernels 294.4 ms as before. (710.2 ms
@@ -84,7 +86,7 @@ def test_os_runtime_calls_join_a_cuda_traces_path_where_they_hold_the_thread() -
     cp = critical_path(t)
     kind, on, name = column(cp, "kind"), column(cp, "on_path_ns"), column(cp, "name")
     os_ = kind == "os_runtime"
-    assert int(os_.sum()) == 981
+    assert int(os_.sum()) == 950
     assert int(column(cp, "path_ns")[0]) == 710_198_740 == 561_486_596 + int(on[os_].sum())
     assert int(on[os_ & (name == "ioctl")].sum()) == 112_228_878
     assert int(on[name == "cudaMalloc"].sum()) == 239_700_887  # its ioctls in it: its own time, not split

@@ -61,10 +61,14 @@ class Context:
         host |= xla_op
         # OS runtime calls (Nsight Systems' OSRT_API: ``poll``, ``pthread_mutex_lock``,
         # ``read``) hold their thread as an op does; one inside another host call is that
-        # call's own work (a ``cudaMalloc``'s ``ioctl``, a ``cudaStreamSynchronize``'s wait)
-        self.os_call = os_call = os_calls(trace, on_host & timed & ~host, host, start, self.end, track)
-        host |= os_call
+        # call's own work (a ``cudaMalloc``'s ``ioctl``, a ``cudaStreamSynchronize``'s wait),
+        # and those of a thread with none of the program's work are left out while another
+        # thread has some (the CUDA driver's ``cuda-EvtHandlr`` polling: os_calls)
         comm = cpu_comm_rows(trace)
+        work = host | ranges(trace, on_host & timed)
+        work[comm[on_host[comm]]] = True
+        self.os_call = os_call = os_calls(trace, on_host & timed & ~host, host, start, self.end, track, work)
+        host |= os_call
         self.host_comm = comm = comm[on_host[comm] & ~host[comm]] if len(comm) else comm
         host[comm] = True
         host = np.flatnonzero(host)
@@ -235,14 +239,21 @@ OPENCL_ENQUEUE_PREFIX = "clEnqueue"
 
 def sections(trace: Trace, candidate: np.ndarray) -> np.ndarray:
     """Which of ``candidate`` (host events with a duration) are sections of the graph: of a
-    :data:`SECTION_CATEGORIES` category, and not a step."""
-    ids = np.array([trace.string_id(c) for c in SECTION_CATEGORIES], np.int64)
-    if not bool((ids >= 0).any()):
-        return np.zeros(len(candidate), bool)
-    out = candidate & member(np.asarray(trace.events["category"], np.int64), ids[ids >= 0])
+    :data:`SECTION_CATEGORIES` category (:func:`ranges`), and not a step."""
+    out = ranges(trace, candidate)
     if out.any():
         out[cache.steps(trace).rows] = False  # (an NVTX range taken for the steps)
     return out
+
+
+def ranges(trace: Trace, candidate: np.ndarray) -> np.ndarray:
+    """Which of ``candidate`` (host events with a duration) are of a
+    :data:`SECTION_CATEGORIES` category, steps too: the ranges a program marks on its own
+    threads (:func:`os_calls`' work)."""
+    ids = np.array([trace.string_id(c) for c in SECTION_CATEGORIES], np.int64)
+    if not bool((ids >= 0).any()):
+        return np.zeros(len(candidate), bool)
+    return candidate & member(np.asarray(trace.events["category"], np.int64), ids[ids >= 0])
 
 
 def thread_life(trace: Trace, on_host: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -290,19 +301,38 @@ OS_CALL_CATEGORIES = ("os_runtime",)
 
 
 def os_calls(trace: Trace, candidate: np.ndarray, host: np.ndarray, start: np.ndarray, end: np.ndarray,
-             track: np.ndarray) -> np.ndarray:
+             track: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
     """Which events are OS runtime calls (:data:`OS_CALL_CATEGORIES`) of the graph: those
     of ``candidate`` (host events with a duration) not within one of the graph's other
     host calls ``host`` on their thread (a runtime call's ``ioctl``, a waiting call's
-    ``poll``: that call's own time already, and a waiting call's wait must stay one)."""
+    ``poll``: that call's own time already, and a waiting call's wait must stay one),
+    and, where some thread has rows of the program's own work ``work`` (its ops, runtime
+    calls, sections, NVTX ranges, CPU collectives), only those of such threads.
+
+    Why: a thread whose rows are OS calls alone is tied by nothing in the trace to the
+    work the graph follows (no launch, synchronisation, section or join leads into or out
+    of it), so it can only be on the path alone, as a chain of its own; in an Nsight
+    export of a CUDA program such threads are the CUDA driver's (``cuda-EvtHandlr``, whose
+    blocking ``poll`` runs from the first CUDA call to the program's end; its
+    ``cuda0000...`` workers), CUPTI's (``CUPTI worker thread``) and Nsight's own, and
+    their polls, longer than the program's work, were the whole path while the thread
+    that launched every kernel had no row on it. Thread names are not used: a helper
+    thread can carry the program's name and a program's thread can be named ``cuda-...``
+    (CloverLeaf's ``cuda-cloverleaf``). Without any such work in the trace (an export of
+    OS calls alone) every thread's OS calls stay: they are all the trace has."""
     ids = np.array([trace.string_id(c) for c in OS_CALL_CATEGORIES], np.int64)
     if not bool((ids >= 0).any()):
         return np.zeros(len(candidate), bool)  # (most traces: no such category)
     out = candidate & member(np.asarray(trace.events["category"], np.int64), ids[ids >= 0])
     q = np.flatnonzero(out)
+    threads = cache.threads(trace)
+    w = np.flatnonzero(work) if work is not None else np.zeros(0, np.int64)
+    if len(q) and len(w):  # (only the threads with some of the program's work)
+        keep = member(threads[track[q]], unique(threads[track[w]]))
+        out[q[~keep]] = False
+        q = q[keep]
     c = np.flatnonzero(host)
     if len(q) and len(c):
-        threads = cache.threads(trace)
         out[q[_within(threads[track[c]], start[c], end[c], threads[track[q]], start[q], end[q])]] = False
     return out
 
