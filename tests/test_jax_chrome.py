@@ -17,6 +17,7 @@ from polyprof.cli import main
 
 DATA = Path(__file__).parent / "data" / "jax_cpu"
 JSON, XSPACE = DATA / "jax_cpu_4dev.trace.json.gz", DATA / "jax_cpu_4dev.xplane.pb"
+JOB = Path(__file__).parent / "data" / "traces" / "jax_cpu_job"
 
 
 _SEEN: dict[Path, dict] = {}
@@ -35,8 +36,12 @@ TRAIN_JSON, TRAIN_XSPACE = DATA / "jax_train.trace.json.gz", DATA / "jax_train.x
 #: (JSON, XSpace, table): the critical path is compared on the first profile only; on the
 #: second the XSpace's graph has the HLO's data dependencies, which the JSON does not
 #: carry, and its path is 1.5% longer (20.66 against 20.36 ms in step 1)
-PAIRS = [(JSON, XSPACE, t) for t in ("op_stats", "step_stats", "critical_path", "section_stats")]
-PAIRS += [(TRAIN_JSON, TRAIN_XSPACE, t) for t in ("op_stats", "step_stats")]
+#: event_stats: the ``end: <op>`` marks named by their op's module in both (the JSON has
+#: no context stats: the mark found its op on another thread of its process, as XLA's CPU
+#: runtime writes it on the worker thread that finished the op; split 1 + 4 rows before)
+PAIRS = [(JSON, XSPACE, t) for t in ("op_stats", "step_stats", "critical_path", "section_stats", "event_stats")]
+PAIRS += [(TRAIN_JSON, TRAIN_XSPACE, t) for t in ("op_stats", "step_stats", "event_stats")]
+PAIRS += [(JOB / "jax_own" / "rank0.trace.json.gz", JOB / "rank0.xplane.pb.gz", "event_stats")]
 
 
 @pytest.mark.parametrize(("json_file", "xspace", "table"), PAIRS, ids=lambda v: getattr(v, "name", v))

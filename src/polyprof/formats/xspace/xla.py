@@ -141,7 +141,9 @@ def _op_end_rows(trace: Trace, is_tr: np.ndarray, hlo: Any) -> tuple[np.ndarray,
 
 def _by_name(trace: Trace, rows: np.ndarray, hlo: Any) -> tuple[np.ndarray, np.ndarray]:
     """(whether each ``end: <op>`` row names an op of the trace, in any module; the row
-    of the last op of that name that began on its track at or before it, -1 where none)."""
+    of the last op of that name that began on its track at or before it, else on any
+    track of its plane (XLA's CPU runtime writes the mark on the Eigen worker thread
+    that finished the op, the op on the PjRt thread), -1 where none)."""
     ev = trace.events
     op_code, op_names = factorize(np.asarray(hlo.values, object))
     index = {str(v): i for i, v in enumerate(op_names.tolist())}
@@ -152,6 +154,12 @@ def _by_name(trace: Trace, rows: np.ndarray, hlo: Any) -> tuple[np.ndarray, np.n
     found = last_at_or_before(ev["track"][hlo.rows].astype(np.int64) * n + op_code, ev["start_ns"][hlo.rows],
                               hlo.rows, ev["track"][rows].astype(np.int64) * n + code, ev["start_ns"][rows])
     ok = code >= 0
+    miss = np.flatnonzero(ok & (found < 0))
+    if len(miss):  # XLA's CPU runtime marks the end on the worker thread that finished the op: its process's
+        plane = np.asarray(trace.track_plane, np.int64)
+        found[miss] = last_at_or_before(plane[ev["track"][hlo.rows]] * n + op_code, ev["start_ns"][hlo.rows],
+                                        hlo.rows, plane[ev["track"][rows[miss]]] * n + code[miss],
+                                        ev["start_ns"][rows[miss]])
     return ok, np.where(ok, found, -1)
 
 
