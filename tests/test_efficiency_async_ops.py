@@ -71,6 +71,17 @@ def test_op_efficiency_rows_are_xprofs_op_profile(tpu):
     assert column(oe, "device_ns").sum() < 4 * 98.2e9
 
 
+def test_the_category_is_xprofs_of_each_op(tpu):
+    """``category`` is the ops' ``hlo_category``, op_profile's category level (it was ""
+    on a TPU: only HLO-costed GPU ops had one, their opcode)."""
+    oe = op_efficiency(tpu)
+    cats = dict(zip(column(oe, "name").tolist(), column(oe, "category").tolist()))
+    assert {n: c for n, c in cats.items() if not n.startswith(("copy-done", "copy-start"))} == {
+        "broadcast_add_fusion": "loop fusion", "broadcast_add_fusion.1": "loop fusion",
+        "broadcast_add_fusion.2": "loop fusion", "all-reduce": "all-reduce", "broadcast.2": "broadcast"}
+    assert all(c == n.split(".")[0] for n, c in cats.items() if n.startswith(("copy-done", "copy-start")))
+
+
 def test_mfu_and_finding_leave_async_copy_out(tpu):
     """The MFU's FLOPs are op_profile's (unchanged: async-copy has 0), and the finding's
     "most lost in" starts with the longest copy-done, not async-copy."""

@@ -199,7 +199,7 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     so the device row's rates are of the calls that ran there.
 
     Columns: ``name`` (an XLA op: ``module/op``), ``module`` ("" for none), ``category``
-    (an HLO op's opcode), ``count``, ``flops`` and ``bytes`` (summed over calls; an op
+    (an HLO op's opcode; a TPU's XLA op's ``hlo_category``), ``count``, ``flops`` and ``bytes`` (summed over calls; an op
     nested in another keeps its own figure, so do not sum the column over names: ``mfu``
     counts each FLOP once), ``flops_source`` (trace / shapes), ``precision`` (the first
     call's, as it ran: ``flops.ran_precision``), ``device_ns`` (device time the op's calls
@@ -297,7 +297,9 @@ def _op_names(trace: Trace, rows: np.ndarray, key: np.ndarray, o: np.ndarray, s:
               qualified: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
     """(name, module, category, kernels) of op_efficiency's groups, ``qualified`` the rows'
     ``common.qualified_names``: of a group of a name (``key`` a code of its labels), that
-    name (``module/op`` for an op of a known module), its module, "", ""; of an HLO op
+    name (``module/op`` for an op of a known module), its module, its first row's
+    ``hlo_category`` (XProf's category of a TPU's XLA op: ``loop fusion``, ``copy-done``;
+    "" where none), ""; of an HLO op
     (``key`` past the labels: :func:`hlo_ops`), ``module/instruction``, its module, its
     opcode, and the kernels it ran as, named as ``kernel_breakdown`` names them ("; "
     between them, the longest first; "" where they are the op's own name: XLA's CPU runtime)."""
@@ -306,6 +308,9 @@ def _op_names(trace: Trace, rows: np.ndarray, key: np.ndarray, o: np.ndarray, s:
     at = np.where(hlo, 0, key)
     names, module, category, kernels = labels[at], modules[at], np.full(len(key), "", object), \
         np.full(len(key), "", object)
+    given = trace.stats.lookup_rows([keys.HLO_CATEGORY], rows[o[s]]).get(keys.HLO_CATEGORY)  # a TPU's XLA ops' own
+    if given is not None:
+        category[given[0]] = given[1]
     if not hlo.any():
         return names, module, category, kernels
     hc = hlo_costs(trace)

@@ -38,6 +38,8 @@ THREAD_ID = "tid"
 PROGRAM_ID = "program_id"
 HLO_OP = "hlo_op"
 HLO_MODULE = "hlo_module"
+#: XProf's category of an XLA op on a TPU (``loop fusion``, ``copy-done``, ``all-reduce``)
+HLO_CATEGORY = "hlo_category"
 #: stats that name a device activity's compiled module / op / source, in preference order
 MODULE_STATS = (HLO_MODULE, MODULE, "kernel_module")
 
