@@ -209,12 +209,20 @@ def _write_plane(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:
     _write_counters(plan, p, xp, pw)
 
 
+#: XProf's trace viewer keys a line's row by its display id (else its id) cut to 32 bits
+#: and reads this key (line id -1) as "no row": such a line is shown empty, its events lost
+_U32 = 0xFFFFFFFF
+
+
 class _PlaneLines:
     """The lines of one written plane: ids kept unique, events as columns."""
 
     def __init__(self, plan: _Plan, xp: Any, pw: PlaneWriter, p: Any):
         self.plan, self.xp, self.pw, self.p = plan, xp, pw, p
         self.used_ids: set[int] = set()
+        # the 32-bit row keys XProf gives this plane's lines (display ids: kept as read)
+        self.keys: set[int] = {int(t.properties["display_id"]) & _U32 for t in plan.trace.tracks
+                               if plan.homes[t.plane] == p.id and t.properties.get("display_id")}
         self.md_done: set[int] = set()
         ev = plan.trace.events
         if plan.trace.n_events:
@@ -225,10 +233,7 @@ class _PlaneLines:
     def write(self, t: Any, track_layout: dict[str, Any]) -> None:
         plan, xp = self.plan, self.xp
         xl = xp.lines.add()
-        lid = int(t.tid)
-        if lid in self.used_ids:
-            lid = 1_500_000_000 + t.id
-        self.used_ids.add(lid)
+        lid = self._line_id(t)
         xl.id = lid
         xl.name = t.name
         tl: dict[str, Any] = {}
@@ -257,6 +262,22 @@ class _PlaneLines:
         rows = self.by_track[self.bounds[t.id]:self.bounds[t.id + 1]]
         if len(rows):
             self._events(xl, rows)
+
+    def _line_id(self, t: Any) -> int:
+        """The track's thread id as its line id, unless another line of the plane has it,
+        or (a line XProf keys by its id) XProf would not show it on a row of its own:
+        key 0xFFFFFFFF (a Kineto string-named track's tid -1) or a key another line has
+        (ids equal in their low 32 bits). Then an id of its own, the tid kept in the
+        layout stat for the reader."""
+        by_id = not t.properties.get("display_id")
+        lid, n = int(t.tid), 0
+        while lid in self.used_ids or (by_id and ((lid & _U32) == _U32 or (lid & _U32) in self.keys)):
+            lid = 1_500_000_000 + t.id + n * len(self.plan.trace.tracks)
+            n += 1
+        self.used_ids.add(lid)
+        if by_id:
+            self.keys.add(lid & _U32)
+        return lid
 
     def _events(self, xl: Any, rows: np.ndarray) -> None:
         plan, pw = self.plan, self.pw
