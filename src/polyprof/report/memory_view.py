@@ -2,7 +2,11 @@
 device and allocator (process RSS when a trace has no memory events), each counter's
 samples, and the steps and sections drawn behind them as bands. Long series are cut
 to ``MAX_POINTS`` points per chart keeping each bin's highest value, so a peak is
-never lost."""
+never lost.
+
+The charts draw what the tables beside them count: the memory events and counter
+samples of the analysed window (``counter_stats``, ``memory_peak``), so a chart's
+scale, its peak and the table's max are one figure. The timeline draws every sample."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ import numpy as np
 
 from ..analyze.frames import column
 from ..analyze.memory import memory
+from ..analyze.window import selection
+from ..analyze.window_counting import inside
 from ..derive import cache
 from ..derive.projection import section_rows
 from ..trace import keys
@@ -31,6 +37,13 @@ def _thin(ts: np.ndarray, values: np.ndarray) -> tuple[list[int], list[float]]:
     starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
     top = np.maximum.reduceat(values, starts)
     return ts[starts].tolist(), top.tolist()
+
+
+def _counted(report: Report, ts: np.ndarray) -> np.ndarray:
+    """Which counter samples at ``ts`` the Counters table counts (``counter_stats``:
+    those inside the analysed window's steps; every one when the trace is analysed whole)."""
+    sel = selection(report.trace)
+    return np.ones(len(ts), bool) if sel is None else inside(sel, ts)
 
 
 def _series(report: Report) -> list[dict[str, Any]]:
@@ -59,7 +72,8 @@ def _series(report: Report) -> list[dict[str, Any]]:
     c = trace.counters
     sid = trace.string_id(keys.COUNTER_RSS)
     sel = (c["name"] == sid) if sid >= 0 else np.zeros(len(c["name"]), bool)
-    if sel.sum() >= 2:
+    sel &= _counted(report, c["ts_ns"])  # the samples of process.rss_bytes the Counters table counts
+    if sel.any():
         order = np.argsort(c["ts_ns"][sel], kind="stable")
         ts, vals = c["ts_ns"][sel][order], c["value"][sel][order]
         t, v = _thin(ts, vals)
@@ -76,8 +90,9 @@ def _counters(report: Report) -> list[dict[str, Any]]:
     if cs is None:
         return out
     plane_id = {p.name: p.id for p in trace.planes}
+    counted = _counted(report, c["ts_ns"])
     for plane, name in zip(column(cs, "plane")[:MAX_COUNTERS].tolist(), column(cs, "name")[:MAX_COUNTERS].tolist()):
-        sel = (c["plane"] == plane_id.get(plane, -1)) & (c["name"] == trace.string_id(name))
+        sel = (c["plane"] == plane_id.get(plane, -1)) & (c["name"] == trace.string_id(name)) & counted
         order = np.argsort(c["ts_ns"][sel], kind="stable")
         t, v = _thin(c["ts_ns"][sel][order], c["value"][sel][order])
         out.append({"label": f"{name} · {plane}", "name": name, "ts": t, "values": v})
@@ -99,10 +114,25 @@ def _sections(report: Report) -> list[list[Any]]:
 
 
 def memory_view(report: Report) -> dict[str, Any]:
-    """Everything the memory and counter charts draw, times in ns on the trace clock."""
+    """Everything the memory and counter charts draw, times in ns on the trace clock.
+
+    ``t0``, ``t1``: the range the charts may show. The series hold the samples the tables
+    beside them count (``_counted``; memory events of the window), so the range is the
+    analysed span when a window is analysed (the warm-up step's samples, or those taken
+    while torch was imported, are on the timeline, not here), else every recorded time
+    (the table then counts every sample); widened to any sample past it, so no sample is
+    drawn off its time. ``origin``: what the times read from, the timeline's start."""
     trace = report.trace
     steps = cache.steps(trace)
-    t0, t1 = trace.span_ns
-    return {"t0": int(t0), "t1": int(t1), "series": _series(report), "counters": _counters(report),
+    series, counters = _series(report), _counters(report)
+    if selection(trace) is None:
+        t0, t1 = trace.extent_ns
+    else:
+        t0 = int(report.overview.get("analysed_span_start_ns", trace.span_ns[0]))
+        t1 = t0 + int(report.overview.get("analysed_span_ns", trace.span_ns[1] - trace.span_ns[0]))
+    for sr in series + counters:
+        if sr["ts"]:
+            t0, t1 = min(t0, sr["ts"][0]), max(t1, sr["ts"][-1])
+    return {"t0": int(t0), "t1": int(t1), "origin": int(trace.extent_ns[0]), "series": series, "counters": counters,
             "steps": [[int(a), int(b), int(n)] for a, b, n in zip(steps.start, steps.end, steps.number)][:500],
             "sections": _sections(report)}
