@@ -28,7 +28,8 @@ def test_ids_past_2_53_are_renumbered(tmp_path, fmt):
     records = doc["traceEvents"] if isinstance(doc, dict) else doc
     ids = [r[k] for r in records for k in ("pid", "tid") if isinstance(r.get(k), int)]
     assert ids and max(ids) <= 2 ** 53 - 1
-    threads = {(r["pid"], r["tid"]) for r in records if r.get("name") == "thread_name"}
-    assert len(threads) == len(t.tracks)  # still one id per track
+    threads = {(r["pid"], r["tid"]) for r in records
+               if r.get("name") == "thread_name" and " (overlap " not in r["args"]["name"]}
+    assert len(threads) == len(t.tracks)  # still one id per track (a Chrome export's overlap lanes aside)
     back = polyprof.load(out)
     assert back.n_events == t.n_events

@@ -1,6 +1,9 @@
 """Chrome trace JSON (Perfetto, chrome://tracing): one process per plane, one thread
 per track, complete events, instants, counters and flows (one id each; correlation,
 external and flow ids unique per source: ``export_ids.py``). ``.gz`` names are gzipped.
+A thread is a stack in both viewers: a slice that starts inside another of its track and
+ends after it goes to an extra thread "<track> (overlap k)" beside it, by the rule the
+Perfetto export's child tracks follow (``slice_lanes.py``), so every thread nests.
 Times are microseconds from the trace's first record, event or counter sample (a
 session's process counters begin before its first event), so none is negative; the
 absolute origin is kept in ``otherData`` (``origin_ns``), with the trace's wall anchor
@@ -36,6 +39,7 @@ from .device_list import device_properties
 from .export_ids import SourceIds
 from .export_notes import HOST_NAME, notes
 from .jsonfile import EXACT_IN_JS, write_json
+from .slice_lanes import MAX_LANES, lane_pairs, slice_lanes
 from ..trace import metadata_keys as mkeys
 
 
@@ -57,6 +61,42 @@ def _tids(trace: Trace) -> list[int]:
         used.add((t.plane, tid))
         out.append(tid)
     return out
+
+
+def _event_tids(trace: Trace, tids: list[int], track_tid: np.ndarray, out: list[dict[str, Any]]) -> np.ndarray:
+    """The tid of every event: its track's, or for a slice that starts inside another of
+    its track and ends after it, an extra thread "<track> (overlap k)" of the same process
+    (``slice_lanes``: the Perfetto export's rule for its child tracks), whose metadata is
+    added to ``out``. A viewer's thread is a stack: Perfetto's JSON importer spills such a
+    slice onto an overflow track with an import error (older versions drop it), and
+    chrome://tracing flags it as not nested."""
+    ev = trace.events
+    track = ev["track"].astype(np.int64)
+    start, dur = ev["start_ns"], ev["dur_ns"]
+    by_rank = np.lexsort((np.arange(len(start)), -dur, start))  # (start, longest first): the Perfetto export's order
+    lane = slice_lanes(track, start, start + dur, by_rank, "chrome")
+    tid = track_tid[track]
+    pairs = lane_pairs(track, lane)
+    if not pairs:
+        return tid
+    pids = _pids(trace)
+    used = {(t.plane, x) for t, x in zip(trace.tracks, tids)}
+    lane_tid = np.zeros(len(pairs), np.int64)
+    candidate = 2_000_000 + len(trace.tracks)  # past _tids' own numbers for tracks
+    for i, (tr_id, k) in enumerate(pairs):
+        t = trace.tracks[tr_id]
+        while (t.plane, candidate) in used:
+            candidate += 1
+        used.add((t.plane, candidate))
+        lane_tid[i] = candidate
+        out.append({"ph": "M", "name": "thread_name", "pid": pids[t.plane], "tid": candidate,
+                    "args": {"name": f"{t.name} (overlap {k})"}})
+        out.append({"ph": "M", "name": "thread_sort_index", "pid": pids[t.plane], "tid": candidate,
+                    "args": {"sort_index": t.sort_index}})  # beside its track
+    moved = np.flatnonzero(lane > 0)
+    keys = np.array([tr_id * MAX_LANES + k for tr_id, k in pairs], np.int64)  # ascending (lane_pairs)
+    tid[moved] = lane_tid[np.searchsorted(keys, track[moved] * MAX_LANES + lane[moved])]
+    return tid
 
 
 def to_chrome_events(trace: Trace) -> list[dict[str, Any]]:
@@ -97,7 +137,7 @@ def _chrome_events(trace: Trace) -> tuple[list[dict[str, Any]], int]:
     ts = ((ev["start_ns"] - origin) / 1000.0).tolist()
     dur = (ev["dur_ns"] / 1000.0).tolist()
     pid_l = track_pid[ev["track"]].tolist() if n else []
-    tid_l = track_tid[ev["track"]].tolist() if n else []
+    tid_l = _event_tids(trace, tids, track_tid, out).tolist() if n else []
     args: list[dict[str, Any]] = [{} for _ in range(n)]
     ids = SourceIds(trace)  # correlation, external and flow ids unique per source (export_ids.py)
     for key, col in trace.stats.items():

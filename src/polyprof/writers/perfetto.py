@@ -36,27 +36,26 @@ Timestamps are the trace's own nanoseconds (Perfetto's default clock).
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
-from ..derive.intervals import nesting_depth
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from ..trace.native_write import json_default
-from ..trace.sorting import member, unique
+from ..trace.sorting import unique
 from ..formats import perfetto_wire as w
 from ..formats.chrome import _pids, _tids, host_name
 from ..formats.export_ids import SourceIds
+# the overlap lanes, shared with the Chrome export (_SCAN_LANES, _stack_lanes: tests/test_perfetto.py)
+from ..formats.slice_lanes import SCAN_LANES as _SCAN_LANES, lane_pairs as _distinct_pairs  # noqa: F401
+from ..formats.slice_lanes import slice_lanes, stack_lanes as _stack_lanes  # noqa: F401
 from ..formats.export_notes import HOST_NAME, PERFETTO_NOTES, notes
 from ..formats.device_list import (FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES,
                                    PERFETTO_PLANES, json_value,
                                    plane_properties)
 from ..trace import metadata_keys as mkeys
-
-log = logging.getLogger("polyprof")
 
 CHUNK = 1 << 16  # packets per write
 
@@ -132,7 +131,7 @@ class _Plan:
         self.by_rank = np.lexsort((np.arange(n), -dur, start)) if n else np.zeros(0, np.int64)
         self.rank = np.empty(n, np.int64)
         self.rank[self.by_rank] = np.arange(n)
-        self.lane = _lanes(ev["track"], start, start + dur, self.by_rank)
+        self.lane = slice_lanes(ev["track"], start, start + dur, self.by_rank, "perfetto")
         self.keys = list(trace.stats)
         self.ids = SourceIds(trace)  # correlation and external ids unique per source (formats/export_ids.py)
         self.values: dict[Any, int] = {}  # interned string values -> iid - 1
@@ -455,118 +454,3 @@ def _text(v: Any) -> str:
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     return v if isinstance(v, str) else str(v)
-
-
-def _distinct_pairs(track: np.ndarray, lane: np.ndarray) -> list[tuple[int, int]]:
-    has = lane > 0
-    if not has.any():
-        return []
-    pairs = unique(track[has].astype(np.int64) * 256 + lane[has])
-    return [(int(p) // 256, int(p) % 256) for p in pairs]
-
-
-def _lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, by_rank: np.ndarray) -> np.ndarray:
-    """Lane of every event on its track: 0 where events nest, k > 0 for events that would
-    cross the stack of lanes 0..k-1 (partial overlaps). Zero-duration events stay in lane 0."""
-    lane = np.zeros(len(track), np.int64)
-    bad = _crossing_tracks(track, start, end)
-    if not len(bad):
-        return lane
-    order = by_rank[np.argsort(track[by_rank], kind="stable")]  # by track, then start, longest first
-    order = order[member(track[order], bad)]
-    tr, s, e = track[order], start[order], end[order]
-    slice_ = e > s
-    crowded = 0
-    cut = np.flatnonzero(tr[1:] != tr[:-1]) + 1
-    for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(tr)].tolist()):
-        seg = np.flatnonzero(slice_[lo:hi]) + lo
-        idx, lanes, full = _stack_lanes(s[seg].tolist(), e[seg].tolist())
-        if lanes.any():
-            lane[order[seg[idx]]] = lanes[idx]
-        crowded += full
-    if crowded:
-        log.warning("perfetto: more than %d overlapping lanes on %d track(s); the rest share lane %d",
-                    _MAX_LANES - 1, crowded, _MAX_LANES - 1)
-    return lane
-
-
-def _crossing_tracks(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Tracks where some slice crosses another (starts inside it, ends after it).
-
-    With spans ordered by (track, start, longest first) and their nesting depth, the
-    spans nest iff each one ends within the last span before it one level up (the first
-    crossing span would otherwise have a crossing parent, which comes earlier)."""
-    order, _, depth = nesting_depth(track, start, end)
-    if not len(order):
-        return np.zeros(0, np.int64)
-    tr, e = track[order], end[order]
-    # each span's parent: the last span before it one level up, found for all levels at
-    # once among the spans keyed by (depth, position) (a loop per level was quadratic in
-    # the depth: 200,000 unended B events on one thread took 14 s)
-    n = len(order) + 1
-    depth = depth.astype(np.int64)
-    keys = np.sort(depth * n + np.arange(len(order), dtype=np.int64))
-    ch = np.flatnonzero(depth > 0)
-    j = np.searchsorted(keys, (depth[ch] - 1) * n + ch) - 1
-    found = keys[np.maximum(j, 0)]
-    p = found % n
-    wrong = (j < 0) | (found < (depth[ch] - 1) * n) | (tr[p] != tr[ch]) | (e[ch] > e[p])
-    # a slice starting exactly where an open one ends is not counted as inside it
-    return unique(tr[ch[wrong]])  # sorted: np.unique's first call imports numpy.ma
-
-
-def _stack_lanes(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Lanes for slices sorted by (start, longest first) so that each lane is a stack:
-    each slice goes to the first lane whose open slices all contain it. Linear in the
-    slices for a bounded number of lanes: beyond ``_SCAN_LANES`` lanes the first fit is
-    found over a NumPy array of the lanes' innermost open ends, and past ``_MAX_LANES``
-    slices share the last lane (then the third value is True)."""
-    stacks: list[list[int]] = [[]]
-    out = np.zeros(len(starts), np.int64)
-    for i, (s, e) in enumerate(zip(starts, ends)):
-        for k, st in enumerate(stacks):
-            while st and st[-1] <= s:
-                st.pop()
-            if not st or e <= st[-1]:
-                st.append(e)
-                out[i] = k
-                break
-        else:
-            if len(stacks) == _SCAN_LANES:
-                full = _stack_lanes_wide(starts, ends, i, stacks, out)
-                return np.flatnonzero(out), out, full
-            stacks.append([e])
-            out[i] = len(stacks) - 1
-    return np.flatnonzero(out), out, False
-
-
-_SCAN_LANES, _MAX_LANES = 16, 256
-
-
-def _stack_lanes_wide(starts: list[int], ends: list[int], first: int, stacks: list[list[int]],
-                      out: np.ndarray) -> bool:
-    """:func:`_stack_lanes` from slice ``first`` on, when the lanes are many; True if
-    some slice fitted in none of the ``_MAX_LANES``."""
-    full = False
-    empty = np.iinfo(np.int64).max
-    top = np.full(_MAX_LANES, empty, np.int64)  # each lane's innermost open end (empty: any slice fits)
-    for k, st in enumerate(stacks):
-        top[k] = st[-1] if st else empty
-    stacks.extend([] for _ in range(_MAX_LANES - len(stacks)))
-    for i in range(first, len(starts)):
-        s, e = starts[i], ends[i]
-        for k in np.flatnonzero(top <= s).tolist():  # lanes whose innermost slices ended
-            st = stacks[k]
-            while st and st[-1] <= s:
-                st.pop()
-            top[k] = st[-1] if st else empty
-        fit = np.flatnonzero(top >= e)
-        if not len(fit):
-            out[i] = _MAX_LANES - 1  # crosses every lane: shares the last (warned)
-            full = True
-            continue
-        k = int(fit[0])
-        stacks[k].append(e)
-        top[k] = e
-        out[i] = k
-    return full

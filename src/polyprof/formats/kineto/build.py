@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
@@ -27,6 +28,9 @@ from ...trace.sorting import median
 
 if TYPE_CHECKING:
     from .collector import _Collector
+
+#: a lane of crossing slices in polyprof's Chrome export (formats/slice_lanes.py)
+_LANE = re.compile(r"^(.*) \(overlap \d+\)$")
 
 log = logging.getLogger("polyprof")
 
@@ -57,7 +61,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     if n * 8 >= TRIM_BYTES:  # the slices' columns, freed: their pages back before the Trace's are made
         trim()  # (a smaller load's pages are reused by the build: a trim would only cost it faults)
     uniq = _distinct(pair)
-    track_of_pair = pair_tracks(col, planes, uniq, ntid)
+    track_of_pair = pair_tracks(col, planes, uniq, ntid, _written_by_polyprof(top))
     track = _row_tracks(pair, uniq, np.array([track_of_pair[u] for u in uniq.tolist()], np.int32))
     progress.advance(1)
 
@@ -156,14 +160,19 @@ def base_ns(top: Mapping[str, object]) -> int:
     return int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) and abs(base) < 2**62 else 0
 
 
-def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarray, ntid: int) -> dict[int, int]:
+def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarray, ntid: int,
+                ours: bool = False) -> dict[int, int]:
     """The track of each distinct (pid code * ntid + tid code) pair, ascending, made in
-    that order (the chunked conversion, chunks.py, makes the same tracks)."""
+    that order (the chunked conversion, chunks.py, makes the same tracks). In one of
+    polyprof's own exports (``ours``) a thread ``<name> (overlap k)`` is a lane the Chrome
+    writer moved crossing slices to (``formats/slice_lanes.py``): its events go back on
+    the track ``<name>`` of its plane, as the Perfetto reader puts them back."""
     b = col.b
     pid_vals = col.id_values[id(col.pids)]
     tid_vals = col.id_values[id(col.tids)]
     track_of_pair: dict[int, int] = {}
     pseudo = 0
+    lanes: list[tuple[int, str, tuple]] = []
     for u in uniq.tolist():
         p, t = divmod(u, ntid)
         plane, kind = planes[p]
@@ -187,8 +196,16 @@ def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarr
             tid = -pseudo
             tname = tname or "/".join(str(x) for x in (pv, tv) if x not in ("", None)) or "global"
         sort = info.get("thread_sort_index")
-        track_of_pair[u] = b.track(plane, str(tname).strip(), "stream" if kind == "device" else "thread",
-                                   tid, sort if isinstance(sort, int) else None)
+        made = (plane, str(tname).strip(), "stream" if kind == "device" else "thread", tid,
+                sort if isinstance(sort, int) else None)
+        lane = _LANE.match(made[1]) if ours else None
+        if lane:  # (after the tracks it may be a lane of)
+            lanes.append((u, lane.group(1), made))
+        else:
+            track_of_pair[u] = b.track(*made)
+    for u, base, made in lanes:
+        known = next((tr.id for tr in b.tracks if tr.plane == made[0] and tr.name == base), None)
+        track_of_pair[u] = b.track(*made) if known is None else known
     return track_of_pair
 
 

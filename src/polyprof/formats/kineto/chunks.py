@@ -44,7 +44,7 @@ from ...trace.stats import StatColumn, merge_columns
 from ..safety import check_events, clean_metadata
 from . import ascend, legacy, onnxruntime, rocprof_v1, slicing, tf_timeline, tokenized
 from .args import _EAGER_KEYS
-from .build import _metadata, add_counters, anchor_host, base_ns, pair_tracks
+from .build import _metadata, _written_by_polyprof, add_counters, anchor_host, base_ns, pair_tracks
 from .collector import _Collector
 from .deferred import DeferredArgs
 from .devices import categorise_device_events, device_planes
@@ -198,7 +198,7 @@ class _Reader:
         self.ntid = max(len(tid_vals), 1)
         pt = np.array(sorted(pid_tid), np.int64)
         self.pairs = unique((pt >> 32) * self.ntid + (pt & 0xFFFFFFFF))
-        track_of_pair = pair_tracks(col, self.planes, self.pairs, self.ntid)
+        track_of_pair = pair_tracks(col, self.planes, self.pairs, self.ntid, _written_by_polyprof(self.top))
         self.pair_track = np.array([track_of_pair[u] for u in self.pairs.tolist()], np.int32)
         b = col.b
         self.names = Names(b.strings, [p.name for p in b.planes], [t.name for t in b.tracks],
