@@ -26,6 +26,7 @@ import numpy as np
 
 from ..derive.memo import memo
 from ..errors import PeakError
+from ..trace.categories import DEVICE_ACTIVITY
 from ..trace.core import Trace
 from ..trace import metadata_keys as mkeys
 
@@ -281,12 +282,26 @@ def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None)
 UNRECOGNISED = "no peaks: "
 
 
+def _on_a_device(trace: Trace) -> bool:
+    """Whether anything of the trace ran on a device: device activity, or any event of a
+    device's plane (CUPTI's range profiler's measured ranges, no kernels)."""
+    if bool(np.isin(trace.kinds, DEVICE_ACTIVITY).any()):
+        return True
+    device = np.array([p.kind == "device" for p in trace.planes], bool)
+    return bool(len(device) and trace.n_events and device[trace.event_planes()].any())
+
+
 def _matched(trace: Trace) -> Peak | None:
     """The peaks of the trace's first recognised device, XProf's own over them; where it
     names devices and none is recognised, a Peak of no rates naming the first and why
     (:data:`UNRECOGNISED`: not in the table, or fits several entries alike), so that the
-    MFU says so rather than nothing, or another device's."""
+    MFU says so rather than nothing, or another device's. A trace with no device activity
+    takes no device's peaks: torch lists the machine's GPUs in ``deviceProperties`` of a
+    CPU-only profile too (HTA's distributed_info_not_found: an A100's MFU of 2,467 CPU ops,
+    beside the finding's advice for a CPU)."""
     why: tuple[str, str] | None = None
+    if not _on_a_device(trace):  # host work alone: it ran on the host, whatever devices the machine had
+        return _plane_peaks(trace, None)  # (Kineto's deviceProperties)
     for props in _distinct(device_properties(trace)):
         pk, reason = identify(props)
         if pk is not None:
