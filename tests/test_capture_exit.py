@@ -112,8 +112,13 @@ def test_a_capture_whose_stop_outlasts_5_s_is_answered_when_the_program_ends(tmp
     assert rc == 3, err[-3000:]
     assert cap.returncode == 0, cap.stderr  # before (run --serve): "ended or was killed ... lost"
     assert took < 8.0 + 20, took  # the answer's time, not more
-    names = polyprof.load(out).to_pandas()["name"]
+    trace = polyprof.load(out)
+    names = trace.to_pandas()["name"]
     assert (names == "forward").sum() > 0
+    # cut short, and said so: by the client and in the trace (before: "captured", no word)
+    said = [w for w in trace.metadata["warnings"] if isinstance(w, dict) and w.get("plugin") == "capture"]
+    assert len(said) == 1 and "of the 60 s asked: the program ended, or was stopped" in said[0]["message"], said
+    assert f"warning: 127.0.0.1:{port}: the capture holds " in cap.stderr, cap.stderr
 
 
 def test_the_exit_waits_for_an_answer_at_most_the_exit_grace(tmp_path: Path) -> None:

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Sequence
 from .. import logs
 from ..errors import CaptureError
 from . import profiler_service_pb2 as pb
-from .protocol import XSPACE_TOOL, stub
+from .protocol import CUT_SHORT, XSPACE_TOOL, stub
+from ..trace import metadata_keys as mkeys
 from .security import TLSFiles, split_address, token_metadata
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class Captured:
     data: bytes | None = None
     error: str | None = None
     via: str = ""  # "response" (polyprof) or "repository" (TSL servers)
+    cut: str = ""  # why it holds less than the time asked, when it does (the server's warning)
 
     @property
     def ok(self) -> bool:
@@ -63,7 +65,10 @@ class Captured:
         from ..formats.xspace import from_bytes  # the XSpace reader only when a capture is read
         from ..trace.identity import identify  # (as above)
 
-        return identify(from_bytes(self.data, source=f"capture of {self.address}"), label=self.address)
+        trace = identify(from_bytes(self.data, source=f"capture of {self.address}"), label=self.address)
+        self.cut = next((str(w["message"]) for w in trace.metadata.get(mkeys.WARNINGS) or []
+                         if isinstance(w, dict) and w.get("plugin") == CUT_SHORT), "")
+        return trace
 
 
 def request_for(duration_ms: int, session_id: str, repository_root: str, host_name: str) -> pb.ProfileRequest:

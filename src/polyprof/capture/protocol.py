@@ -35,6 +35,8 @@ TOKEN_METADATA_KEY = "authorization"
 #: the name of the XSpace entry in ``ProfileResponse.tool_data``, and the file suffix
 #: clients save it under (``<host>.xplane.pb``)
 XSPACE_TOOL = "xplane.pb"
+#: the ``plugin`` of a trace's warning that its capture was cut short (the client says it too)
+CUT_SHORT = "capture"
 
 
 def path(method: str) -> str:

@@ -28,7 +28,7 @@ from ..errors import ServeError
 from ..trace.identity import rank_from_env
 from . import profiler_service_pb2 as pb
 from .pool import DaemonPool
-from .protocol import XSPACE_TOOL, generic_handler
+from .protocol import CUT_SHORT, XSPACE_TOOL, generic_handler
 from .security import TLSFiles, check_exposure, join_address, token_interceptor
 from ..trace import metadata_keys as mkeys
 from ..lowlevel import fork
@@ -210,12 +210,17 @@ class CaptureService:
             opened = now_ns()  # every plugin records from here: the window opens (see window())
             capture.started = time.monotonic()  # the duration counts from when recording began
             capture.recording = True
+            why = "the capture failed"
             try:
-                self._wait(capture)
+                why = self._wait(capture)
             finally:
                 closed = min(now_ns(), opened + capture.duration_ms * 1_000_000)
                 trace = session.stop()
         trace = window(trace, opened, closed, opened - asked)
+        if why:  # cut short: the trace says so, as the client does (a rate over -d would be off)
+            trace.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": CUT_SHORT, "message": (
+                f"the capture holds {(closed - opened) / 1e9:.3g} s of the {capture.duration_ms / 1000:.3g} s "
+                f"asked: {why}")})
         said = mkeys.warning_texts(trace.metadata)
         trace.metadata.setdefault(mkeys.WARNINGS, []).extend(  # each once: "plugin torch: x" is "torch: x"
             n for n in notes if not any(n in w or w in n for w in said))
@@ -236,13 +241,18 @@ class CaptureService:
         return pb.ProfileResponse(empty_trace=trace.n_events == 0,
                                   tool_data=[pb.ProfileToolData(name=XSPACE_TOOL, data=data)])
 
-    def _wait(self, capture: _Capture) -> None:
+    def _wait(self, capture: _Capture) -> str:
+        """Wait out the capture's duration; why it ended before it ("": it did not)."""
         main = threading.main_thread()
         deadline = capture.started + capture.duration_ms / 1000
-        while not capture.end.is_set() and not self.closing.is_set() and main.is_alive():
+        while True:
+            if capture.end.is_set():
+                return "it was ended by its client (terminated, or gone)"
+            if self.closing.is_set() or not main.is_alive():
+                return "the program ended, or was stopped, before its end"
             left = deadline - time.monotonic()
             if left <= 0:
-                return
+                return ""
             capture.end.wait(min(_POLL_S, left))
 
     # ------------------------------------------------------------------ the others

@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         written = output.write_set(captures, Path(args.output or "capture"), fmt, args.overwrite)
     for c, path, n in written:
         print(f"polyprof: captured {c.address} -> {path} ({n} events)", file=sys.stderr)
+        if c.cut:
+            print(f"polyprof: warning: {c.address}: {c.cut}", file=sys.stderr)
     if len(written) > 1 and not args.logdir:
         print(f"polyprof: the ranks of one job: polyprof summary {written[0][1].parent}", file=sys.stderr)
     failed = [c for c in captures if not c.ok or c.error is not None]  # (error: one polyprof could not read or write)
