@@ -383,7 +383,8 @@ def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> Table:
     Columns: ``plane``, ``communication_ns`` (time covered by communication kernels),
     ``compute_ns`` (time covered by compute kernels), ``overlap_ns`` (both at once),
     ``overlap_pct`` (share of communication time hidden under compute; NaN without
-    communication).
+    communication). ``window="hta"``: HTA 0.5's ``get_comm_comp_overlap``: the activity
+    HTA counts (``device_view``'s counted rows under that window), wherever it runs.
     """
     v = device_view(trace, window)
     planes = unique(v.plane)
@@ -393,6 +394,10 @@ def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> Table:
     # gives the overlap: |A| + |B| - |A u B|, as intersect_len has it); each kind of group
     # apart (they are disjoint), so that one copy of the activities is held, not three
     ws, we = analysed_stretches(trace, window)  # (one, or a schedule's few cycles: what is between them is left out)
+    win = selection(view(trace, window))
+    if win is not None and win.hta and v.counted.any():  # HTA's rows, from the first one's start to the last's end
+        cm, cp = cm & v.counted, cp & v.counted
+        ws, we = np.array([v.start[v.counted].min()]), np.array([v.end[v.counted].max()])
     total = np.zeros(3 * len(planes), np.int64)
     for k, sel in enumerate((cm, cp, cm | cp)):
         group, start, end = at[sel] + k, v.start[sel], v.end[sel]

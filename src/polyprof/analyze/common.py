@@ -220,7 +220,14 @@ def _span(trace: Trace) -> tuple[int, int]:
 
 
 def device_view(trace: Trace, window: Any = None) -> DeviceView:
-    """Every device activity of the trace, with the span and the rows ``window`` counts."""
+    """Every device activity of the trace, with the span and the rows ``window`` counts.
+
+    Where the window rounds to whole µs as HTA (``round_us``), the times and durations are
+    the rounded ones (an activity inside one µs with its end before its start, a negative
+    duration, as HTA sums it). Under HTA's window (``--window hta``) the rows counted are
+    those HTA's temporal breakdown counts (``hta_compat.hta_activity``: its iteration
+    filter, which drops device activity whose launch is not in the file), so that every
+    table of device activity (kernels, launches, overlap, ...) counts HTA's rows."""
     return cache.memo(view(trace, window), "device_view", _view)
 
 
@@ -230,12 +237,18 @@ def _view(trace: Trace) -> DeviceView:
     rows = corr.device_rows
     tr = ev["track"][rows]
     st = ev["start_ns"][rows]
-    du = ev["dur_ns"][rows]
-    st, en = round_like_hta(trace, st, st + du)
+    st, en = round_like_hta(trace, st, st + ev["dur_ns"][rows])
+    du = en - st  # (the file's duration, or the rounded one under round_us)
+    sel = selection(trace)
+    if sel is not None and sel.hta:
+        from .hta_compat import hta_activity  # HTA's own computations: only for its window (--window hta)
+
+        counted = np.isin(rows, hta_activity(trace).rows)
+    else:
+        counted = device_mask(trace, corr.launch, st, en)
     return DeviceView(rows, trace.track_plane[tr] if len(rows) else np.zeros(0, np.int32), tr,
                       activity_class(trace, rows), st, en, corr.launch,
-                      analysed_span(trace), device_mask(trace, corr.launch, st, en),
-                      counted_ns(trace, st, en, op_durations(trace, rows, du)))
+                      analysed_span(trace), counted, counted_ns(trace, st, en, op_durations(trace, rows, du)))
 
 
 #: XProf's per-op device time stat (TPU XLA ops): the op's own time, which for async

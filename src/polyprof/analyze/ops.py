@@ -19,7 +19,7 @@ from .frames import column, empty_frame, factorize, frame, labels, order_asc, or
 from .grouping import group_reduce, group_stats
 from . import nesting
 from .nesting import parents
-from .window import WindowArg, view
+from .window import WindowArg, round_like_hta, view
 from .window_counting import counted_ns, host_mask
 
 if TYPE_CHECKING:
@@ -193,7 +193,10 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     and its op). Sorted by launch start. With a ``window``, the activities launched in
     its steps; a time window's, those running in it, ``device_duration_ns`` their part
     inside (``window_counting.counted_ns``, as ``kernel_breakdown`` sums them), the other columns
-    their own.
+    their own. Under a window that rounds as HTA (``round_us``, ``--window hta``) every
+    time is rounded to whole µs as HTA reads the file (``window.round_like_hta``); HTA's
+    ``launch_delay`` is then ``queue_delay_ns`` clipped at 0 (from the call's end, where
+    ``launch_delay_ns`` runs from its start).
     """
     trace = view(trace, window)
     corr = cache.correlation(trace)
@@ -206,10 +209,13 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     # a summary of launches)
     has = has[order_asc(ev["start_ns"][corr.launch[has]])]
     l, d = corr.launch[has], corr.device_rows[has]
-    ls, ld = ev["start_ns"][l], ev["dur_ns"][l]
-    ds = ev["start_ns"][d]
-    dd = counted_ns(trace, ds, ds + ev["dur_ns"][d], ev["dur_ns"][d])
-    step_idx = steps.of(ls)
+    step_idx = steps.of(ev["start_ns"][l])
+    # the call's and the activity's times as the device view has them: rounded to whole
+    # µs as HTA reads the file where the window asks (round_us), else the file's
+    ls, le = round_like_hta(trace, ev["start_ns"][l], ev["start_ns"][l] + ev["dur_ns"][l])
+    ld = le - ls
+    ds, de = v.start[has], v.end[has]
+    dd = counted_ns(trace, ds, de, de - ds)
     tnames = np.array([t.name for t in trace.tracks], object)
     pnames = np.array([p.name for p in trace.planes], object)
     codes, labels, modules = qualified_names(trace, d)  # an XLA kernel: module/kernel, as kernel_breakdown's
