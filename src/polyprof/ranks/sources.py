@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -398,10 +399,11 @@ def assign_ranks(sources: Iterable[RankSource], rank_by: str = "auto") -> list[A
     sources name themselves when they all do and differ; when only some do, those, and
     the others numbered after them; else the numbers in the file names when they all
     have distinct ones (a bare last number, not named a rank by a word, only when they
-    count the files from 0); else the order given. ``"order"``: the order given; ``"trace"``:
-    the ranks the sources name, an error naming the first that names none or repeats one."""
-    import logging
-
+    count the files from 0); else the order given (trace files that name a rank more than
+    once and are numbered so are several runs of a job, which ``load_ranks`` refuses:
+    :func:`several_runs`; Traces in memory are numbered so with a warning). ``"order"``:
+    the order given; ``"trace"``: the ranks the sources name, an error naming the first
+    that names none or repeats one."""
     sources = list(sources)
     if rank_by not in ("auto", "trace", "order"):
         raise PolyprofError(f"rank_by must be auto, trace or order, not {rank_by!r}")
@@ -416,28 +418,106 @@ def assign_ranks(sources: Iterable[RankSource], rank_by: str = "auto") -> list[A
                 raise PolyprofError(f"{s.path or s.label}: {what}; number the ranks by order instead")
             seen[n[0]] = s.label
         return [Assigned(*n) for n in named]  # type: ignore[misc]
-    known = [n for n in named if n is not None]
-    if known:
-        ranks = [n[0] for n in known]
-        if len(set(ranks)) < len(ranks):
-            logging.getLogger("polyprof").warning(
-                "several sources name the same rank (%s); ranks by file name or order",
-                ", ".join(s.label for s, n in zip(sources, named) if n is not None and ranks.count(n[0]) > 1))
-        elif len(known) == len(sources):
-            return [Assigned(r, how) for r, how in known]  # type: ignore[misc]
-        else:  # some name their rank: keep those, number the rest after them
-            taken = set(ranks)
-            free = (r for r in range(len(sources) + max(taken) + 1) if r not in taken)
-            return [Assigned(*n) if n is not None else Assigned(next(free), "order") for n in named]
+    ranks = [n[0] for n in named if n is not None]
+    if ranks and len(set(ranks)) == len(ranks):
+        if len(ranks) == len(sources):
+            return [Assigned(*n) for n in named]  # type: ignore[misc]
+        taken = set(ranks)  # some name their rank: keep those, number the rest after them
+        free = (r for r in range(len(sources) + max(taken) + 1) if r not in taken)
+        return [Assigned(*n) if n is not None else Assigned(next(free), "order") for n in named]
+    by_name = _by_file_name(sources)
+    # the names number the copies apart (a job made of one rank's copies, files renamed); or Traces in
+    # memory, numbered as given (files that only the order numbers are several runs: several_runs)
+    if ranks and (by_name is not None or not all(_first_file(s) for s in sources)):
+        log.warning("several sources name the same rank (%s); ranks by %s",
+                    ", ".join(s.label for s, n in zip(sources, named) if n is not None and ranks.count(n[0]) > 1),
+                    "their file names" if by_name is not None else "the order given")
+    return by_name if by_name is not None else [Assigned(i, "order") for i in range(len(sources))]
+
+
+def _by_file_name(sources: list[RankSource]) -> list[Assigned] | None:
+    """The ranks the file names give when they all hold distinct numbers (a number no
+    word names a rank, a host's: "34.83.195.179_6003", "chi-mi300x-013", only when the
+    names count the files from 0), else None."""
     found = [s.in_name() for s in sources]
-    if all(f is not None for f in found):
-        numbers = [f[0] for f in found]  # type: ignore[index]
-        said = all(f[1] for f in found)  # type: ignore[index]
-        # a number no word names a rank (a host's: "34.83.195.179_6003", "chi-mi300x-013")
-        # only when the names count the files from 0
-        if len(set(numbers)) == len(numbers) and (said or sorted(numbers) == list(range(len(numbers)))):
-            return [Assigned(n, "file name") for n in numbers]
-    return [Assigned(i, "order") for i in range(len(sources))]
+    if any(f is None for f in found):
+        return None
+    numbers = [f[0] for f in found]  # type: ignore[index]
+    said = all(f[1] for f in found)  # type: ignore[index]
+    if len(set(numbers)) == len(numbers) and (said or sorted(numbers) == list(range(len(numbers)))):
+        return [Assigned(n, "file name") for n in numbers]
+    return None
+
+
+def several_runs(sources: list[RankSource], assigned: list[Assigned]) -> None:
+    """Refuse trace files that hold several runs of one job: their data names ranks more than
+    once (each file of three runs of a 2-rank job says rank 0 or 1 of ``world_size`` 2)
+    and their file names do not number them apart, so that only the order given would.
+    Read as one job, they were a job of 6 ranks, 4 of them not aligned, whose straggler
+    was a rank of another run than the late one (tests/data/traces/gloo_ddp,
+    before: one log warning, nothing in ``--json``). The error names each run's files (by
+    the glob their names make with the rank's number left out) and how to give one, or
+    to read them as one job all the same (``rank_by="order"``)."""
+    named = [s.named() for s in sources]
+    ranks = [n[0] for n in named if n is not None]
+    files = [_first_file(s) for s in sources]
+    if len(set(ranks)) == len(ranks) or any(a.how != "order" for a in assigned) or None in files:
+        return  # (Traces in memory given as a list: numbered as given, with assign_ranks' warning)
+    from ..analyze.units import number_ranges  # only for the refusal: the analyses' package is slow to import
+
+    def said(rs: list[int]) -> str:
+        return f"rank{'s' if len(set(rs)) > 1 else ''} {number_ranges(sorted(set(rs)))}"
+
+    parents = {f.parent for f in files if f is not None}
+    where = next(iter(parents)) if len(parents) == 1 else None
+    counts = {ranks.count(r) for r in ranks}
+    often = ("some more than once" if len(counts) > 1 else "each twice" if counts == {2} else
+             f"each {counts.pop()} times")
+    hows = sorted({n[1] for n in named if n is not None})
+    head = (f"{str(where) + ': ' if where else ''}{len(sources)} traces name {said(ranks)}, {often} "
+            f"(their {', '.join(hows)}): several runs of a job, not one job of {len(sources)} ranks")
+    runs = _run_globs(files, named)
+    if runs:
+        first = next(iter(runs))
+        listed = "the runs by file name: " + ", ".join(f"{g} ({said(rs)})" for g, rs in runs.items())
+        give = f"give one run's files (e.g. {where / first if where else first}), or put each run in a folder of its own"
+    else:
+        listed = "; ".join(f"rank {r}: " + ", ".join(s.label for s, n in zip(sources, named) if n and n[0] == r)
+                           for r in sorted(set(ranks)) if ranks.count(r) > 1)
+        give = "give one run's files, or put each run in a folder of its own"
+    raise PolyprofError(f"{head}; {listed}. {give[0].upper() + give[1:]}; or, to read them as one job all the same, "
+                        "number them in the order given with --rank-by order (summary, report, critical-path, convert; "
+                        "rank_by=\"order\" in Python)")
+
+
+def _first_file(source: RankSource) -> Path | None:
+    """The (first) trace file ``source`` reads, None for one in memory or a store's."""
+    files = getattr(source, "files", None)
+    return files[0] if isinstance(source, TraceFiles) and files else source.path
+
+
+#: a word that names the number after it a rank in a file name (as ``identity.rank_in_name``)
+_RANK_WORD = re.compile(r"(?:rank|worker|proc|process|node|gpu)[-_.]?$", re.IGNORECASE)
+
+
+def _run_globs(files: list[Path | None], named: list[tuple[int, str] | None]) -> dict[str, list[int]]:
+    """The runs the file names make, as globs: each name with its rank's number made a
+    ``*`` (the number after a word that names a rank, else the name's last such number:
+    ``late.rank1.pt.trace.json.gz`` is ``late.rank*.pt.trace.json.gz``), with the ranks of
+    each; empty where a file names no rank or its name not the rank's number, where a
+    glob holds a rank twice, or where all are one glob."""
+    runs: dict[str, list[int]] = {}
+    for f, n in zip(files, named):
+        if f is None or n is None:
+            return {}
+        spots = [m for m in re.finditer(r"\d+", f.name) if int(m.group()) == n[0]]
+        if not spots:
+            return {}
+        m = next((m for m in spots if _RANK_WORD.search(f.name[:m.start()])), spots[-1])
+        runs.setdefault(f.name[:m.start()] + "*" + f.name[m.end():], []).append(n[0])
+    if len(runs) < 2 or any(len(set(rs)) < len(rs) for rs in runs.values()):
+        return {}
+    return dict(sorted(runs.items()))
 
 
 @dataclass

@@ -22,7 +22,7 @@ from ..progress import TaskBar
 from ..trace.core import Trace
 from ..trace.merge import merge
 from . import executor as executors
-from .sources import RankEntry, StoreRank, assign_ranks, load_rank, resolve
+from .sources import RankEntry, StoreRank, assign_ranks, load_rank, resolve, several_runs
 
 
 class TraceSet:
@@ -184,10 +184,15 @@ def load_ranks(items: Any, rank_by: str = "auto") -> TraceSet:
     ``.polyprof`` header, a store's manifest, a Trace's source), else from its file name
     (``rank-3.json.gz``), else from the order given (``rank_by="auto"``); ``"order"``:
     from the order given; ``"trace"``: what the data names, an error where one does not
-    name a distinct rank. Nothing is loaded here: per-rank work (``TraceSet.map``,
-    ``analyze``) loads each rank where it runs.
+    name a distinct rank. Where files' data names a rank more than once and only the
+    order given would number them (several runs of a job in one directory), ``"auto"``
+    refuses, naming each run's files (``sources.several_runs``). Nothing is loaded here:
+    per-rank work (``TraceSet.map``, ``analyze``) loads each rank where it runs.
     """
     sources = resolve(items)
     if not sources:
         raise PolyprofError("no traces given")
-    return TraceSet([RankEntry(a.rank, a.how, s) for s, a in zip(sources, assign_ranks(sources, rank_by))])
+    assigned = assign_ranks(sources, rank_by)
+    if rank_by == "auto":  # (the order asked for numbers them as given)
+        several_runs(sources, assigned)
+    return TraceSet([RankEntry(a.rank, a.how, s) for s, a in zip(sources, assigned)])
