@@ -121,6 +121,9 @@ def test_every_flow_binds_and_each_thread_is_one_track(run):
     assert set(trace.names(trace.flows["src"])) <= {"cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync"}
     host = [tr.tid for tr in trace.tracks if tr.kind == "thread" and tr.tid > 0]
     assert len(host) == len(set(host))
+    # torch 1.8's device thread is the text "stream 7": the stream's name and number, as later
+    # torch writes tid 7 (before: a track "0/stream 7", tid -1)
+    assert [(tr.name, tr.tid) for tr in trace.tracks if tr.kind == "stream"] == [("stream 7", 7)]
 
 
 def test_an_op_calling_itself_counts_once():

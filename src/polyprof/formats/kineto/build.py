@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 #: a lane of crossing slices in polyprof's Chrome export (formats/slice_lanes.py)
 _LANE = re.compile(r"^(.*) \(overlap \d+\)$")
+#: a device thread torch 1.8-1.9 named by text (``"tid": "stream 7"``)
+_STREAM = re.compile(r"^\s*stream (\d{1,9})\s*$")
 
 log = logging.getLogger("polyprof")
 
@@ -191,6 +193,8 @@ def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarr
                 tname = tf_line(col.process.get(pv, {}).get("process_name"))
             if not tname:
                 tname = f"stream {tv}" if kind == "device" else f"thread {tv}"
+        elif kind == "device" and (stream := _STREAM.match(str(tv))):  # torch 1.8-1.9: tid "stream 7"
+            tid, tname = int(stream.group(1)), tname or str(tv).strip()  # (later ones: tid 7, named so)
         else:  # Kineto's pseudo processes ("Spans", "Traces", "") and string tids
             pseudo += 1
             tid = -pseudo
