@@ -56,8 +56,9 @@ def test_a_section_that_holds_the_change_did_not_move_with_the_rest(tmp_path):
         assert d.verdict[-1].startswith(
             "The step time is called slower with one run a side and its changed rows moved unalike (section load +"
         ), d.verdict
-        assert f"more than {ALIKE:g} times apart), unlike a change of the machine or of its load between the " \
-               "runs, which moves every row alike; runs taking turns (A, B, A, B)" in d.verdict[-1], d.verdict
+        assert (f"more than {ALIKE:g} times apart), unlike a machine slower for everything, "
+                "which moves every row alike; a busier machine, though, slows the rows that compute and not those "
+                "that wait or sleep; runs taking turns (A, B, A, B)") in d.verdict[-1], d.verdict
     else:
         assert d.verdict[-1].startswith("The step time is called slower with one run a side: "), d.verdict
 
@@ -113,6 +114,7 @@ def test_sizeable_rows_that_did_not_move_rule_out_the_machine(tmp_path, way):
     last = d.verdict[-1]
     assert last.startswith(f"The step time is called {way} with one run a side and its change is in the changed rows "
                            f"(section load {'+' if way == 'slower' else '-'}"), last
-    assert f"not the machine: rows holding {100 * SIZEABLE:g}% of A's step or more did not move with it (op aten::" in last
+    assert f"not a slower machine: rows holding {100 * SIZEABLE:g}% of A's step or more did not move with it (op aten::" in last
     assert "op aten::mm " in last and "op aten::tanh " in last, last
-    assert last.endswith("while a change of the machine or of its load between the runs moves every sizeable row alike."), last
+    assert last.endswith("while a machine slower for everything moves every sizeable row alike (a busier one, "
+                         "though, slows the rows that compute and not those that wait or sleep)."), last

@@ -235,7 +235,9 @@ def _machine_line(st: dict[str, Any], changes: list[dict[str, Any]], names: dict
     of the machine or of its load does that as much as one of the program ("moved
     together" where every changed row moved alike with it: :data:`ALIKE`), or, where
     the rows moved unalike or sizeable rows did not move with them (:func:`_still`),
-    that such a change moves every row alike."""
+    that a machine slower for everything moves every row alike, and that a busier one
+    slows the rows that compute, not those that wait or sleep (an A/A pair on a loaded
+    machine: ``aten::mm`` +290% beside a sleeping section's +4%)."""
     way = st["change"]
     tail = ("runs taking turns (A, B, A, B) and three or more runs a side tell them apart "
             "(polyprof diff A1 A2 A3 -- B1 B2 B3).")
@@ -258,9 +260,10 @@ def _machine_line(st: dict[str, Any], changes: list[dict[str, Any]], names: dict
         kept = ", ".join(f"{what} {short[n]} {_pct(r)} at {100 * share:.0f}% of A's step"
                          for what, n, r, share in still[:3])
         return (f"The step time is called {way} with one run a side and its change is in the changed rows ({moved}), "
-                f"not the machine: rows holding {100 * SIZEABLE:g}% of A's step or more did not move with it "
+                f"not a slower machine: rows holding {100 * SIZEABLE:g}% of A's step or more did not move with it "
                 f"({kept}; the step time {_pct(float(st['rel_change']))}: more than {ALIKE:g} times apart), while a "
-                "change of the machine or of its load between the runs moves every sizeable row alike.")
+                "machine slower for everything moves every sizeable row alike (a busier one, though, slows the rows "
+                "that compute and not those that wait or sleep).")
     order = sorted(rel, key=lambda x: (x[0] != x[0], x[0]))  # (a row new in B, of no ratio: last)
     lo, hi = order[0][1], order[-1][1]
     rows = (f"{label(hi['table'], hi.get('kind', ''))} {names.get(hi['name'], hi['name'])} "
@@ -269,8 +272,8 @@ def _machine_line(st: dict[str, Any], changes: list[dict[str, Any]], names: dict
                f"{_pct(_rel(lo['step_mean_ns_a'], lo['step_mean_ns_b']))}" if lo is not hi else "")
             + f", the step time {_pct(float(st['rel_change']))}")
     return (f"The step time is called {way} with one run a side and its changed rows moved unalike ({rows}: more "
-            f"than {ALIKE:g} times apart), unlike a change of the machine or of its load between the runs, which "
-            f"moves every row alike; {tail}")
+            f"than {ALIKE:g} times apart), unlike a machine slower for everything, which moves every row alike; a "
+            f"busier machine, though, slows the rows that compute and not those that wait or sleep; {tail}")
 
 
 def _still(tables: dict[str, Any], st: dict[str, Any], changes: list[dict[str, Any]]) -> list[tuple[str, str, float, float]]:
