@@ -93,3 +93,20 @@ def test_a_cut_xspace_named_so_is_still_xspaces(tmp_path: Path) -> None:
     p = tmp_path / "t.xplane.pb"
     p.write_bytes(xs[:100])
     assert detect(p) == "xspace"
+
+
+def test_a_named_trace_that_starts_with_an_empty_packet_is_said_damaged(tmp_path: Path) -> None:
+    """A real Android trace starts with an empty packet (``0a 00``): a byte zeroed further
+    on (419) was "unrecognised format" (audit audC, F1), where the same damage to another
+    trace said where; the empty first packets are passed over."""
+    android = PEER.with_name("android_jank_cuj.pftrace")
+    data = bytearray(android.read_bytes())
+    assert data[:2] == b"\x0a\x00"
+    data[419] = 0
+    bad = tmp_path / "android.pftrace"
+    bad.write_bytes(bytes(data))
+    assert _error(bad).startswith("not a Perfetto trace at byte 419: 0x00 where a TracePacket")
+    unnamed = tmp_path / "android.bin"  # not named as Perfetto's: not taken as one by its first bytes alone
+    unnamed.write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError, match="unrecognised format"):
+        polyprof.load(unnamed)

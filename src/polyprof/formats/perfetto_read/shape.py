@@ -146,13 +146,19 @@ def damaged_packets(body: bytes, total: int | None, named: bool) -> bool:
     length running past the file (or past any packet's limit: a trace cut or damaged
     inside its first packet). A file ``named`` as Perfetto's tools name their traces
     needs only the first packet's start (its packets damaged further on), or a length
-    cut short by the file's end. Text, a zip, ... so named are not taken (nor replaced
+    cut short by the file's end; its empty packets first (Android's traces start with one)
+    are passed over. Text, a zip, ... so named are not taken (nor replaced
     as an output: ``writers``' check of what is at the output is :func:`detect`)."""
-    if len(body) < 2 or body[0] != _PACKET_TAG:
-        return False
-    length, start = varint(body, 1)
-    if length is None:
-        return named and start >= len(body)  # the head (the file) ends inside the length
+    pos = 0
+    while True:
+        if len(body) < pos + 2 or body[pos] != _PACKET_TAG:
+            return False
+        length, start = varint(body, pos + 1)
+        if length is None:
+            return named and start >= len(body)  # the head (the file) ends inside the length
+        if length or not named:
+            break
+        pos = start  # an empty packet (a real Android trace starts with one): the next one's start
     if length < 2:
         return False
     if not named and length <= _MAX_PACKET and (total is None or start + length <= total):
