@@ -239,3 +239,15 @@ def test_the_terminal_summary_computes_no_table_it_does_not_show(monkeypatch, ca
     assert all(shown.tables[n].equals(full.tables[n]) for n in shown.tables)
     assert [f.to_dict() for f in shown.findings] == [f.to_dict() for f in full.findings]
     assert shown.overview == full.overview
+
+
+def test_a_lambdas_instance_tells_kernels_apart_once_shortened() -> None:
+    """nvcc names a kernel's lambdas ``[lambda(int, int) (instance 2)]``; the shortened
+    name emptied every argument list, so CloverLeaf's kernels read alike
+    (``par_ranged2d_kernel<PdV_kernel()::[lambda() ()]>`` for instances 1 and 2) and the
+    terminal's column cut them where they did not differ (audit audC F5)."""
+    from polyprof.report.names import ladder
+
+    name = ("void clover::par_ranged2d_kernel<PdV_kernel(bool, int, double, clover::Buffer2D<double> &)::"
+            "[lambda(int, int) (instance 2)]>(clover::Range2d, T1)")
+    assert ladder(name)[2] == "par_ranged2d_kernel<PdV_kernel()::[lambda() (instance 2)]>"

@@ -79,10 +79,13 @@ def _signature(s: str) -> tuple[str, bool]:
 
 def _without_namespaces(s: str) -> str:
     """Namespaces and classes that qualify a name taken off everywhere in it, and the
-    argument lists inside it emptied: ``BinaryFunctor<float, threshold_kernel_impl<float>()::{lambda()#1}>``."""
+    argument lists of types inside it emptied: ``BinaryFunctor<float, threshold_kernel_impl<float>()::{lambda()#1}>``;
+    a list of values stays (nvcc's ``[lambda(int, int) (instance 2)]``, which tells a
+    kernel's lambdas apart: ``[lambda() (instance 2)]``)."""
     s = re.compile(_QUALIFIER).sub("", s.replace("(anonymous namespace)::", ""))
     while True:
-        t = re.compile(_INNER_ARGS).sub(lambda m: "()" if m.group(1) else m.group(0), s)
+        t = re.compile(_INNER_ARGS).sub(lambda m: "()" if m.group(1) and re.search(_TYPED, m.group(1))
+                                        else m.group(0), s)  # (a list of values kept: "(instance 2)")
         if t == s:
             return s
         s = t
