@@ -276,6 +276,50 @@ def test_failed_ranks_not_run_are_counted_apart():
     assert str(e.value) == "rank 0: bad 0 (1 more failed, 4 not run)"
 
 
+def test_the_serial_bar_is_drawn_while_the_ranks_run(monkeypatch):
+    """In one process the tasks ran as they were submitted, all before the bar was drawn:
+    a 54 s convert showed "convert 0/1 0:00:00" and then "1/1" at its end (audit audS).
+    Now the bar is open while each runs and moves as each ends; a failure leaves the
+    rest not run, and says so."""
+    from polyprof.ranks import executor
+
+    seen: list[str] = []
+
+    class Bar:
+        def __init__(self, total, what, single=False):
+            seen.append(f"bar {what} {total}")
+
+        def __enter__(self):
+            seen.append("drawn")
+            return self
+
+        def advance(self):
+            seen.append("advance")
+
+        def __exit__(self, *exc):
+            seen.append("gone")
+
+    monkeypatch.setattr(executor, "TaskBar", Bar)
+
+    def task(i):
+        seen.append(f"run {i}")
+        return i * 10
+
+    got = list(executor.run(task, [(0,), (1,)], executor.SerialExecutor(), progress="convert"))
+    assert got == [(0, 0), (1, 10)]
+    assert seen == ["bar convert 2", "drawn", "run 0", "advance", "run 1", "advance", "gone"]
+
+    def fail(i):
+        if i == 1:
+            raise PolyprofError("bad 1")
+        return i
+
+    with pytest.raises(PolyprofError) as e:
+        list(executor.run(fail, [(i,) for i in range(4)], executor.SerialExecutor(),
+                          names=[f"rank {i}" for i in range(4)]))
+    assert str(e.value) == "rank 1: bad 1 (2 not run)"
+
+
 # ------------------------------------------------------------------ sql of a directory
 def test_sql_of_a_job_directory_says_to_convert_it_to_a_store(tmp_path):
     d = _job_dir(tmp_path)
