@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             for r, names in _runs_at(path):
                 runs.append(r)
                 shown.append(names)
+        _ranks_as_runs(side, runs)
         sides[side] = (Runs(runs), shown)
     d = diff(sides["a"][0], sides["b"][0], alpha=args.alpha, normalize=not args.raw_names,
              top=min(args.top, VERDICT_TOP) or VERDICT_TOP, window=window, rel_floor=args.min_change_pct / 100.0,
@@ -165,6 +166,33 @@ def _runs_at(path: str) -> list[tuple[TraceSet, list[str]]]:
         if not files and subdirs:
             return [_run_of(str(q)) for q in subdirs]
     return [_run_of(path)]
+
+
+def _ranks_as_runs(side: str, runs: list[TraceSet]) -> None:
+    """Refuse a side whose runs, one trace each, are ranks of one job: each names another
+    rank (its data, Kineto's ``distributedInfo``, or a file name that calls the number a
+    rank), as ``fast.rank0 fast.rank1 -- slow.rank0 slow.rank1`` do. Runs given before and
+    after ``--`` are a side's replicates (a run: a file, a directory of its rank files, a
+    store); read so, rank 1 was taken for a second run of rank 0, and a 25x slower
+    ``aten::mm`` read p=1, "no change", where the two jobs as directories had 8 changes.
+    Which files make a job is the user's to say (as ``ranks.sources.several_runs``
+    refuses a folder of several runs), so the error says how: a directory of its ranks."""
+    if len(runs) < 2 or any(len(r) != 1 for r in runs):
+        return
+    entries = [r.entries[0] for r in runs]
+    ranks = [e.rank for e in entries]
+    if len(set(ranks)) != len(ranks) or any(e.how == "order" for e in entries):
+        return  # (one-rank runs: each rank 0, or numbered by nothing but the order)
+    from ..analyze.units import number_ranges  # (only for the refusal)
+
+    hows = sorted({"file names" if e.how == "file name" else e.how for e in entries})
+    files = ", ".join(str(e.path or e.label) for e in entries)
+    raise PolyprofError(
+        f"diff: the {len(runs)} runs of side {side.upper()} are ranks {number_ranges(sorted(ranks))} of one job "
+        f"(their {', '.join(hows)}): {files}. The runs before and after `--` are a side's replicates (each a "
+        "trace file, a directory of its rank files or a store); to compare jobs of several ranks, put each job's "
+        "rank files in a directory of their own and give the directories (polyprof diff jobA/ jobB/; several runs "
+        "of such a job: a directory per run, before and after `--`)")
 
 
 def _is_trace(path: Path) -> bool:
@@ -251,13 +279,19 @@ DROP_ORDER = [("delta_total_ns",), ("rank_step_delta_ns",), ("count_a", "count_b
 NAME_MIN = 24
 
 
-def fit_columns(df: Table, cols: list[tuple], top: int, width: int) -> tuple[Grid, list[str]]:
-    """The grid of ``df`` with as many columns as fit ``width``: optional columns leave in
-    :data:`DROP_ORDER`, a group at a time, until the names get at least
+def fit_columns(df: Table, cols: list[tuple], top: int, width: int, title: str = "") -> tuple[Grid, list[str]]:
+    """The grid of ``df`` titled ``title`` with as many columns as fit ``width``: optional
+    columns leave in :data:`DROP_ORDER`, a group at a time, until the names get at least
     :data:`NAME_MIN` cells; and the headers left out (those ``report/grid._table`` leaves
-    out too, narrower still: the rightmost)."""
-    names = [str(v) for v in column_values(df, "name", top)]
-    want = min(NAME_MIN, max(map(len, names), default=0))
+    out too, narrower still: the rightmost). The names are measured as the table shows
+    them (``report/grid.shown_names``: the ops of one XLA module without it, the module
+    said in the title); before, ``jit_step/dot.1`` was measured where ``dot.1`` was shown,
+    the width wanted never came, and every optional column went, even at 200 columns."""
+    from ..report.grid import shown_names
+    from ..report.textout import _cells
+
+    names, _, one = shown_names(df, [str(v) for v in column_values(df, "name", top)])
+    want = min(NAME_MIN, max(map(_cells, names), default=0))
     gone: set[str] = set()
     for level in range(len(DROP_ORDER) + 1):
         gone = {c for group in DROP_ORDER[:level] for c in group}
@@ -268,6 +302,8 @@ def fit_columns(df: Table, cols: list[tuple], top: int, width: int) -> tuple[Gri
             break
     gone |= {c[0] for c in keep if c[1] not in grid.headers}
     _middle(grid, names)
+    # the title of the table, not _table's: the columns it left out are said under the tables
+    grid.title = title + (f"  (top {top} of {len(df)})" if len(df) > top else "") + (f"  module: {one}" if one else "")
     return grid, [c[1] for c in cols if c[0] in gone]
 
 
@@ -345,8 +381,7 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
         df = d.tables[name]
         if not len(df):
             continue
-        grid, gone = fit_columns(df, cols, top, width)
-        grid.title = f"{title}, changes first" + (f"  (top {top} of {len(df)})" if len(df) > top else "")
+        grid, gone = fit_columns(df, cols, top, width, f"{title}, changes first")
         shown.append(title)
         for h in gone:
             dropped.setdefault(h, []).append(title)

@@ -69,6 +69,18 @@ def _one_value(a: np.ndarray) -> bool:
     return all(v != v for v in vals) if nan else all(v == vals[0] for v in vals)
 
 
+def shown_names(df: Table, names: list[str], rows: np.ndarray | None = None) -> tuple[list[str], list[str], str]:
+    """The names of ``df``'s first rows (``names``: its name column's, formatted) as a
+    table shows them, each row's XLA module ("" for none) and the one module of them all
+    ("" where there is not one): where every row is an op of one module, the names go
+    without it (:func:`one_module`) and the title says it once. The one place that
+    decides this, for :func:`_table` and for whoever measures its names (``cli/diff``)."""
+    mods = [str(m) for m in column(df, "module")[slice(None) if rows is None else rows][:len(names)]] \
+        if "module" in labels(df) else []  # XLA ops named module/op
+    shown, one = one_module(names, mods) if mods else (names, "")
+    return shown, mods, one
+
+
 def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
            rows: np.ndarray | None = None, texts: tuple[str, ...] | list[str] = (),
            names: tuple[str, ...] | list[str] = ()) -> "Grid":
@@ -92,9 +104,7 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     shown = min(top, n)
     # each column's first rows as Python values, as iterating df.head(top)[c] gives them
     cells = {c: [(fmt(v) if fmt else str(v)) for v in values[c][:shown].tolist()] for c, _, fmt, *_ in cols}
-    mods = [str(m) for m in column(df, "module")[slice(None) if rows is None else rows][:shown]] \
-        if "name" in cells and "module" in labels(df) else []  # XLA ops named module/op
-    cells["name"], one = one_module(cells["name"], mods) if mods else (cells.get("name", []), "")
+    cells["name"], mods, one = shown_names(df, cells["name"], rows) if "name" in cells else ([], [], "")
     sizes = {c: cell_sizes(cells[c]) for c in cells}  # each cell's width, measured once
     need = {c: max([_cells(h), *sizes[c]]) for c, h, *_ in cols}
     if "name" in need:
