@@ -71,10 +71,12 @@ def add_plugin_target_arg(p: argparse.ArgumentParser) -> None:
 
 def plugin_list(args: argparse.Namespace, plugins: Sequence[str | Plugin] | None = None) -> list[str | Plugin] | None:
     """The session's plugins: ``plugins`` (names and objects, None: the defaults, unless
-    --plugins gives them), plus those of ``--add-plugin``: an installed plugin by its name
-    (the session loads it, as one of --plugins: one that cannot be imported is the trace's
-    error and the program runs), a target (``path.so``, ``pkg.module:Factory``) loaded
-    here (one that cannot be is an error before the program starts)."""
+    --plugins gives them; beside ``--add-plugin``, ``registry.default_names()``, which the
+    session checks as a run that names none does), plus those of ``--add-plugin``: an
+    installed plugin by its name (the session loads it, as one of --plugins: one that
+    cannot be imported is the trace's error and the program runs), a target (``path.so``,
+    ``pkg.module:Factory``) loaded here (one that cannot be is an error before the
+    program starts)."""
     from ..collect import registry  # plugin discovery: only for a command that records
 
     if plugins is None and getattr(args, "plugins", None):
@@ -85,7 +87,11 @@ def plugin_list(args: argparse.Namespace, plugins: Sequence[str | Plugin] | None
     if plugins is None:
         if not extra:
             return None
-        plugins = registry.default_names()  # the defaults (and the broken ones, to be reported), and these
+        # the defaults as a run that names none has them (and the broken ones, to be reported):
+        # DefaultNames, asked the cheap check (they attach at the program's import of their
+        # runtime); one given again by --add-plugin NAME is named: its plain name, the full check
+        again = set(p for p in extra if isinstance(p, str))
+        plugins = [str(p) if p in again else p for p in registry.default_names()]
     named = set(p for p in plugins if isinstance(p, str))
     return [*plugins, *(p for p in extra if not (isinstance(p, str) and p in named))]
 

@@ -60,13 +60,15 @@ def probe_limit() -> float:
     return envvars.number(ENV_PROBE_LIMIT, PROBE_LIMIT_S, "seconds")
 
 
-def _load_entries(eps: list[EntryPoint], session: bool = False, check: bool = True) -> list[PluginInfo]:
+def _load_entries(eps: list[EntryPoint], session: bool | list[bool] = False, check: bool = True) -> list[PluginInfo]:
     """Each plugin loaded and its availability checked (``check``), under the probe's time
-    limit (:class:`_Probes`)."""
+    limit (:class:`_Probes`); ``session``: for all of them or for each, whether the check
+    is the one a session that names no plugins makes (:func:`_probe`)."""
     from .signals import SavedDispositions
 
     if not eps:
         return []
+    sessions = [session] * len(eps) if isinstance(session, bool) else session
     limit = probe_limit()
     # probing loads device runtimes (PoCL/LLVM install SIGSEGV/SIGBUS/... handlers):
     # the program keeps the signal dispositions it had (restored once, after all of them)
@@ -80,7 +82,7 @@ def _load_entries(eps: list[EntryPoint], session: bool = False, check: bool = Tr
             else:
                 todo.append(i)
         while todo:  # one thread probes them in order; one that hangs is left to it, the rest go on in another
-            probes = _Probes([eps[i] for i in todo], session, check)
+            probes = _Probes([eps[i] for i in todo], [sessions[i] for i in todo], check)
             for j, i in enumerate(todo):
                 info = probes.wait(j, limit)
                 if info is None:  # stuck: said, and what follows it probed by a new thread
@@ -94,21 +96,23 @@ def _load_entries(eps: list[EntryPoint], session: bool = False, check: bool = Tr
 
 
 class _Probes:
-    """Entry points probed one after the other (:func:`_probe`) in a daemon thread."""
+    """Entry points probed one after the other (:func:`_probe`) in a daemon thread;
+    ``sessions``: for each, whether a session that names no plugins asks it."""
 
-    def __init__(self, eps: list[EntryPoint], session: bool, check: bool) -> None:
+    def __init__(self, eps: list[EntryPoint], sessions: list[bool], check: bool) -> None:
         self.eps = eps
+        self.sessions = sessions
         self.infos: list[PluginInfo | None] = [None] * len(eps)
         #: each plugin's factory once its module is imported (what a stuck check's plugin is)
         self.factories: list[object] = [None] * len(eps)
         self.done = [threading.Event() for _ in eps]
         self.error: BaseException | None = None
-        threading.Thread(target=self._run, args=(session, check), name="polyprof-probe", daemon=True).start()
+        threading.Thread(target=self._run, args=(check,), name="polyprof-probe", daemon=True).start()
 
-    def _run(self, session: bool, check: bool) -> None:
+    def _run(self, check: bool) -> None:
         for j, ep in enumerate(self.eps):
             try:
-                self.infos[j] = _probe(ep, session, check, self.factories, j)
+                self.infos[j] = _probe(ep, self.sessions[j], check, self.factories, j)
             except BaseException as e:  # noqa: BLE001 - _probe catches the plugin's: this is polyprof's, raised there
                 self.error = e
             finally:
@@ -192,33 +196,49 @@ def discover(session: bool = False) -> dict[str, PluginInfo]:
     return found
 
 
+class DefaultName(str):
+    """A default plugin's name in a session's plugin list (:func:`default_names`): the
+    session asks it what a session that names no plugins asks (``session_availability``:
+    the opencl plugin then waits for the program's ``import pyopencl``), not the full
+    check a plugin the user names gets. It compares and hashes as its plain name."""
+
+    __slots__ = ()
+
+
 def resolve(names: list[str] | None) -> list[PluginInfo]:
     """The plugins a session runs: the named ones, or every available default one.
 
-    Named plugins that are installed entry points are loaded alone: a session asking
-    for ``["host"]`` never probes (imports, initialises) the other device runtimes."""
-    if names is not None:
-        eps: dict[str, EntryPoint] = {}
-        for ep in entry_points(GROUP):
-            eps.setdefault(ep.name, ep)
-        if all(n in eps for n in names):
-            return _load_entries([eps[n] for n in names])
-    found = discover(session=names is None)
+    Only the named plugins that are installed entry points are loaded: a session asking
+    for ``["host"]`` never probes (imports, initialises) the other device runtimes. A
+    :class:`DefaultName` among them (``polyprof run --add-plugin X`` keeps the defaults so)
+    gets the check of a session that names none, so that ``--add-plugin X`` costs a
+    program that never imports pyopencl no more than a plain run does."""
     if names is None:
-        return [p for p in found.values() if p.default and p.availability.ok]
+        return [p for p in discover(session=True).values() if p.default and p.availability.ok]
+    eps: dict[str, EntryPoint] = {}
+    for ep in entry_points(GROUP):
+        eps.setdefault(ep.name, ep)
+    known = list(dict.fromkeys(n for n in names if n in eps))  # (a DefaultName and its plain name: one key)
+    infos = _load_entries([eps[n] for n in known], [isinstance(n, DefaultName) for n in known])
+    found = dict(zip(known, infos))
+    if len(found) < len(set(names)):  # the others: libraries on POLYPROF_PLUGIN_PATH, or no plugin
+        for info in _path_plugins_safe():
+            found.setdefault(info.name, info)
     out = []
     for n in names:
         if n not in found:
-            raise PluginError(f"no plugin named {n!r}; installed: {', '.join(sorted(found)) or 'none'}")
+            raise PluginError(f"no plugin named {n!r}; installed: {', '.join(sorted(set(eps) | set(found))) or 'none'}")
         out.append(found[n])
     return out
 
 
 def default_names() -> list[str]:
     """The plugins a session that names none makes (the default ones that can run here),
-    and the default ones it reports as broken (:attr:`PluginInfo.failed`): ``polyprof run
-    --add-plugin X`` names them beside X, and the session makes or reports each again."""
-    return [i.name for i in discover(session=True).values() if i.default and (i.availability.ok or i.failed)]
+    and the default ones it reports as broken (:attr:`PluginInfo.failed`), each a
+    :class:`DefaultName`: ``polyprof run --add-plugin X`` names them beside X, and the
+    session makes or reports each again, with the check a session naming none makes."""
+    return [DefaultName(i.name) for i in discover(session=True).values()
+            if i.default and (i.availability.ok or i.failed)]
 
 
 def is_installed(name: str) -> bool:
