@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any, Iterator
 
 from ..errors import PolyprofError
@@ -28,8 +29,10 @@ have a rank column too. A plane id joins planes.id. Examples:
 
 (on a trace file, the same join without the rank conditions)
 
-A result of more columns than the terminal can show as a table (SELECT *)
-prints one "column | value" line per column for each row; --csv for programs.
+A table shows each number whole, right-aligned (a float to six significant
+digits) and folds text; a result whose numbers and headers leave its text no
+room (SELECT *) prints one "column | value" line per column for each row.
+--csv for programs (every digit).
 
 The query sees the trace's tables only: DuckDB runs with external access
 disabled (no reading or writing files, no COPY ... TO, no ATTACH, no extension
@@ -204,15 +207,23 @@ def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int
         n += b.num_rows
     console = Console()
     got = pa.Table.from_batches(kept, schema)  # by position: result columns may share a name (s.name, d.name)
-    rows = [["" if v is None else str(v) for v in row] for row in zip(*(c.to_pylist() for c in got.columns))]
-    if _table_width(schema.names) > console.width:
-        print("\n".join(_records(f"{n} row(s)", schema.names, rows, console.width)))
+    numeric = [_is_number(f.type) for f in schema]
+    rows = [[_cell(v) for v in row] for row in zip(*(c.to_pylist() for c in got.columns))]
+    widths = _widths(schema.names, numeric, rows, console.width)
+    if widths is None:
+        # numbers are never folded or cut (a start_ns folded as "17164233229" over
+        # "65734014" read as a number 10^8 too small), so a result whose numbers and
+        # headers leave the text no room prints as psql's expanded display (\x auto):
+        # every value whole, every line within the terminal. DuckDB's own CLI leaves
+        # middle columns out instead, and a line run past the width would be folded by
+        # the terminal itself, mid-number.
+        print("\n".join(_records(f"{n} row(s)", schema.names, rows, console.width, numeric)))
     else:
         # cells and headers as Text: names such as "[memory]" are data, not rich markup
         console.print(Text(f"{n} row(s)"))  # (a table's title wraps at a narrow table's width)
         t = Table()
-        for c in schema.names:
-            t.add_column(Text(c), overflow="fold")
+        for c, w, num in zip(schema.names, widths, numeric):
+            t.add_column(Text(c), width=w, no_wrap=num, justify="right" if num else "left", overflow="fold")
         for cells in rows:
             t.add_row(*[Text(v) for v in cells])
         console.print(t)
@@ -246,17 +257,53 @@ def _flat(schema: Any, batches: Iterator[Any]) -> tuple[Any, Iterator[Any]]:
     return out, flat()
 
 
-def _table_width(names: list[str]) -> int:
-    """The narrowest table of these columns that still shows some of every header (up to
-    8 characters of each, its borders and padding): wider than the terminal, each
-    column would fold to nothing."""
-    return sum(min(len(c), 8) + 3 for c in names) + 1
+def _is_number(t: Any) -> bool:
+    """An integer, float or decimal column (a sum is DuckDB's HUGEINT, a decimal): shown
+    whole and right-aligned, never folded."""
+    import pyarrow as pa
+
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
 
 
-def _records(title: str, names: list[str], rows: list[list[str]], width: int) -> Iterator[str]:
+def _cell(v: Any) -> str:
+    """A value as the table shows it: a float to six significant digits, its integer part
+    whole while a double holds it exactly (``40196685.190476194``: ``40196685``; ``1/3``:
+    ``0.333333``), as a terminal reader wants it; ``--csv`` keeps every digit."""
+    if v is None:
+        return ""
+    if not isinstance(v, float) or not math.isfinite(v) or v == 0:
+        return str(v)
+    a = abs(v)
+    if a >= 1e16 or a < 1e-4:
+        return f"{v:.6g}"
+    text = f"{v:.{max(0, 5 - math.floor(math.log10(a)))}f}"
+    text = text.rstrip("0") if "." in text else text  # (1234.50000: 1234.5; 3.00000: 3.0)
+    return text + "0" if text.endswith(".") else text
+
+
+def _widths(names: list[str], numeric: list[bool], rows: list[list[str]], width: int) -> list[int] | None:
+    """Each column's width in a table of ``width`` cells, or None where none fits: a number
+    column as wide as its widest value (never folded), a header never cut, and text columns
+    narrowed as the summary's tables narrow theirs (``report/grid.py``: the widest first,
+    kinds and categories before names, to :data:`~polyprof.report.grid.NAME_FLOOR` and then
+    to ten cells) to fold their texts in that width."""
+    from ..report.grid import NAME_FLOOR, _least, _narrowed
+    from ..report.textout import _cells, cell_sizes
+
+    keys = [c if names.count(c) == 1 else f"{c}#{i}" for i, c in enumerate(names)]  # (columns may share a name)
+    need = {k: max([_cells(c), *cell_sizes([r[i] for r in rows])]) for i, (k, c) in enumerate(zip(keys, names))}
+    text = tuple(k for k, num in zip(keys, numeric) if not num)
+    floor = {k: min(need[k], NAME_FLOOR) if k in text else need[k] for k in keys}
+    least = {k: _least(k, c, floor[k], [k]) if k in text else need[k] for k, c in zip(keys, names)}
+    w, over = _narrowed([(k,) for k in keys], need, floor, least, text, width)
+    return None if over > 0 else [w[k] for k in keys]
+
+
+def _records(title: str, names: list[str], rows: list[list[str]], width: int,
+             numeric: list[bool]) -> Iterator[str]:
     """The rows as records, one ``column | value`` line per column (psql's expanded
-    display), each value wrapped to the terminal's width: for a result with more
-    columns than a table can show (``SELECT *``)."""
+    display), each text wrapped to the terminal's width, each number whole on its line:
+    for a result with more columns than a table can show (``SELECT *``)."""
     import textwrap  # (only for such a result)
 
     label = min(max(map(len, names), default=0), 24)
@@ -264,7 +311,7 @@ def _records(title: str, names: list[str], rows: list[list[str]], width: int) ->
     yield title
     for i, cells in enumerate(rows, 1):
         yield f"-[ row {i} ]".ljust(min(width, label + 3 + 20), "-")
-        for name, value in zip(names, cells):
-            lines = textwrap.wrap(value, room, break_long_words=True, break_on_hyphens=False) or [""]
+        for name, value, num in zip(names, cells, numeric):
+            lines = [value] if num else textwrap.wrap(value, room, break_long_words=True, break_on_hyphens=False) or [""]
             yield f"{name:<{label}} | {lines[0]}".rstrip()
             yield from (f"{'':<{label}} | {more}" for more in lines[1:])
