@@ -15,7 +15,6 @@ MIT) has two ``cuda-EvtHandlr`` threads too."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -160,14 +159,9 @@ def test_a_trace_of_os_calls_alone_keeps_every_thread(tmp_path: Path) -> None:
     """CloverLeaf without its CUDA rows: no thread issues a runtime call, op or section,
     so every thread's OS calls stay and the longest-held thread is the path, the event
     handler's (500.9 ms), as ``test_critical_path_os_runtime.py`` has it."""
-    out = tmp_path / "os_only.sqlite"
-    shutil.copyfile(CLOVER, out)
-    out.chmod(0o644)
-    with sqlite3.connect(out) as conn:
-        for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
-                      "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_MEMCPY"):
-            conn.execute(f"DELETE FROM {table}")
-    cp = critical_path(polyprof.load(out))
+    from test_critical_path_os_runtime import _os_only  # (the same export without its CUDA rows)
+
+    cp = critical_path(polyprof.load(_os_only(tmp_path)))
     held = column(cp, "on_path_ns") > 0
     assert len(cp) == 1828
     assert set(column(cp, "track")[held].tolist()) == {"cuda-EvtHandlr"}

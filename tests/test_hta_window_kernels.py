@@ -37,6 +37,7 @@ from polyprof.analyze.ops import launch_stats
 from polyprof.analyze.window import HTA, Window
 from polyprof.formats.detect import load
 from polyprof.trace.keys import CORRELATION_ID
+from test_hta_window import _event  # (a complete event of a Kineto trace written here)
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("hta") is None,
                                 reason="Holistic Trace Analysis is not installed (pip install HolisticTraceAnalysis)")
@@ -61,10 +62,6 @@ for d in sys.argv[2:]:
     out[d] = r
 json.dump(out, open(sys.argv[1], "w"))
 """
-
-
-def _event(name: str, cat: str, pid: int, tid: int, ts: float, dur: float, **args: object) -> dict:
-    return {"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
