@@ -529,7 +529,8 @@ def _step_time(acc: _Collector, whole: bool, alpha: float, floors: tuple[float, 
     return {"steps_a": n_a, "steps_b": n_b, "mean_ns_a": mean_a, "mean_ns_b": mean_b, "delta_ns": delta,
             "rel_change": rel, "median_delta_ns": med_b - med_a, "median_rel_change": med_rel, "p_value": p,
             "test": test, "test_way": way, "smallest_p": c.min_p, "sizes": _sizes(c, "trace" if whole else "step"),
-            "stalls_out": out_a + out_b, "significant": sig[0], "change": change[0],
+            "stalls_out": out_a + out_b, "stalls_out_a": out_a, "stalls_out_b": out_b,
+            "significant": sig[0], "change": change[0],
             "reason": reason[0], "unit": "trace" if whole else "step", **_longest("a", sa), **_longest("b", sb)}
 
 

@@ -341,7 +341,9 @@ def _step_lines(st: dict[str, Any], floor: str, tested: bool, tables: dict[str, 
                 f"{'slower' if way == 'longer' else 'faster'})")
     out = st.get("stalls_out", 0)
     test = {"rank": "Mann-Whitney U", "t": "t on log times"}.get(st.get("test", ""), "")
-    test = f" ({test}{f', {out} stall(s) left out' if out else ''})" if test and _p(st["p_value"]) else ""
+    left = (f", {st['stalls_out_a']} of A's and {st['stalls_out_b']} of B's {unit}s left out as stalls"
+            if "stalls_out_a" in st else f", {out} stall(s) left out")  # (a JSON of an older diff: the sum)
+    test = f" ({test}{left if out else ''})" if test and _p(st["p_value"]) else ""
     several = max(st["steps_a"], st["steps_b"]) > 1  # else the median is the mean is the one sample
     mean = f"; mean {fmt_ns(st['mean_ns_a'])} -> {fmt_ns(st['mean_ns_b'])} ({_pct(st['rel_change'])})"
     lines = [f"{unit.capitalize()} time: {'median ' if several else ''}{fmt_ns(st['median_ns_a'])} -> "
