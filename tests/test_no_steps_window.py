@@ -1,7 +1,7 @@
 """A trace without steps is analysed whole; where its device activity is a small part of
 that span (a JAX program's compilation before its first kernel), the window's label
 says where the device's part is and that ``--span device`` analyses it
-(``analyze.window.device_extent_words``)."""
+(``analyze.window_words.device_extent_words``)."""
 
 from __future__ import annotations
 
