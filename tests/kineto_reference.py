@@ -723,6 +723,8 @@ class _Collector:
                 tid = tv
                 if not tname:
                     tname = f"stream {tv}" if kind == "device" else f"thread {tv}"
+            elif kind == "device" and (stream := re.match(r"^\s*stream (\d{1,9})\s*$", str(tv))):
+                tid, tname = int(stream.group(1)), tname or str(tv).strip()  # torch 1.8-1.9's tid "stream 7"
             else:  # Kineto's pseudo processes ("Spans", "Traces", "") and string tids
                 pseudo += 1
                 tid = -pseudo
