@@ -178,7 +178,9 @@ def test_ranks_from_distributed_info_and_repeated_ranks(tmp_path):
     with pytest.raises(PolyprofError, match="repeats rank 0.*by order"):
         convert([a, a], tmp_path / "t", rank_by="trace")
     assert not (tmp_path / "t" / "manifest.json").exists()
-    assert Store(convert([a, a], tmp_path / "u")).ranks == [0, 1]  # auto: numbered by order
+    with pytest.raises(PolyprofError, match="name rank 0, each twice.*--rank-by order"):  # auto: several runs
+        convert([a, a], tmp_path / "u")  # (ranks/sources.several_runs: before, numbered by order)
+    assert Store(convert([a, a], tmp_path / "u", rank_by="order")).ranks == [0, 1]
     r = cli("convert", str(a), str(a), "-o", str(tmp_path / "v"), "--rank-by", "trace")
     assert r.returncode == 1 and "repeats rank 0" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -188,7 +190,7 @@ def test_existing_store_is_not_overwritten_unless_asked(tmp_path):
     convert([a], tmp_path / "s")
     with pytest.raises(PolyprofError, match="--overwrite"):
         convert([a], tmp_path / "s")
-    convert([a, a], tmp_path / "s", overwrite=True)
+    convert([a, a], tmp_path / "s", overwrite=True, rank_by="order")
     assert Store(tmp_path / "s").ranks == [0, 1]
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")

@@ -283,20 +283,18 @@ UNRECOGNISED = "no peaks: "
 
 
 def _on_a_device(trace: Trace) -> bool:
-    """Whether anything of the trace ran on a device: device activity, or any event of a
-    device's plane (CUPTI's range profiler's measured ranges, no kernels)."""
-    if bool(np.isin(trace.kinds, DEVICE_ACTIVITY).any()):
-        return True
-    device = np.array([p.kind == "device" for p in trace.planes], bool)
-    return bool(len(device) and trace.n_events and device[trace.event_planes()].any())
+    """Whether the trace has a device: a device's plane (one a window of a store's rank
+    keeps where its steps launched nothing; CUPTI's range profiler's ranges, no kernels),
+    or device activity."""
+    return any(p.kind == "device" for p in trace.planes) or bool(np.isin(trace.kinds, DEVICE_ACTIVITY).any())
 
 
 def _matched(trace: Trace) -> Peak | None:
     """The peaks of the trace's first recognised device, XProf's own over them; where it
     names devices and none is recognised, a Peak of no rates naming the first and why
     (:data:`UNRECOGNISED`: not in the table, or fits several entries alike), so that the
-    MFU says so rather than nothing, or another device's. A trace with no device activity
-    takes no device's peaks: torch lists the machine's GPUs in ``deviceProperties`` of a
+    MFU says so rather than nothing, or another device's. A trace with no device (no
+    device plane, no device activity) takes no device's peaks: torch lists the machine's GPUs in ``deviceProperties`` of a
     CPU-only profile too (HTA's distributed_info_not_found: an A100's MFU of 2,467 CPU ops,
     beside the finding's advice for a CPU)."""
     why: tuple[str, str] | None = None
