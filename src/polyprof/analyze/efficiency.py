@@ -530,7 +530,7 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
         precision = main_precision(flops_by_precision(flops, prec, step_idx >= 0 if len(steps) else
                                                       _model_in_window(trace, rows)))
     pk = resolve_peak(trace, peak) if len(rows) else None
-    busy = unique(trace.event_planes()[np.isin(trace.kinds, DEVICE_ACTIVITY)])  # (not a plane of host
+    busy = unique(trace.event_planes()[trace.rows_of_kind(*DEVICE_ACTIVITY)])  # (not a plane of host
     devices = max(1, sum(1 for p in trace.planes if p.kind == "device" and p.id in busy))  # events alone)
     if len(steps):
         per = np.bincount(step_idx[step_idx >= 0], weights=flops[step_idx >= 0], minlength=len(steps))

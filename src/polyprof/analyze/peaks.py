@@ -286,7 +286,7 @@ def _on_a_device(trace: Trace) -> bool:
     """Whether the trace has a device: a device's plane (one a window of a store's rank
     keeps where its steps launched nothing; CUPTI's range profiler's ranges, no kernels),
     or device activity."""
-    return any(p.kind == "device" for p in trace.planes) or bool(np.isin(trace.kinds, DEVICE_ACTIVITY).any())
+    return any(p.kind == "device" for p in trace.planes) or bool(len(trace.rows_of_kind(*DEVICE_ACTIVITY)))
 
 
 def _matched(trace: Trace) -> Peak | None:
@@ -299,7 +299,7 @@ def _matched(trace: Trace) -> Peak | None:
     beside the finding's advice for a CPU)."""
     why: tuple[str, str] | None = None
     if not _on_a_device(trace):  # host work alone: it ran on the host, whatever devices the machine had
-        return _plane_peaks(trace, None)  # (Kineto's deviceProperties)
+        return None  # (Kineto's deviceProperties)
     for props in _distinct(device_properties(trace)):
         pk, reason = identify(props)
         if pk is not None:

@@ -39,7 +39,7 @@ from .device_list import device_properties
 from .export_ids import SourceIds
 from .export_notes import HOST_NAME, notes
 from .jsonfile import EXACT_IN_JS, write_json
-from .slice_lanes import MAX_LANES, lane_pairs, slice_lanes
+from .slice_lanes import MAX_LANES, lane_name, lane_pairs, slice_lanes
 from ..trace import metadata_keys as mkeys
 
 
@@ -90,7 +90,7 @@ def _event_tids(trace: Trace, tids: list[int], track_tid: np.ndarray, out: list[
         used.add((t.plane, candidate))
         lane_tid[i] = candidate
         out.append({"ph": "M", "name": "thread_name", "pid": pids[t.plane], "tid": candidate,
-                    "args": {"name": f"{t.name} (overlap {k})"}})
+                    "args": {"name": lane_name(t.name, k)}})
         out.append({"ph": "M", "name": "thread_sort_index", "pid": pids[t.plane], "tid": candidate,
                     "args": {"sort_index": t.sort_index}})  # beside its track
     moved = np.flatnonzero(lane > 0)

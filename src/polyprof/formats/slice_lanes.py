@@ -6,8 +6,8 @@ and ends after it cannot be drawn there (Perfetto's JSON importer spills it onto
 overflow track with an import error, older versions drop it; chrome://tracing flags it).
 Both exports put such slices on an extra thread or child track "<track> (overlap k)":
 :func:`slice_lanes` gives every event its lane, 0 where the track's events nest.
-polyprof's Perfetto reader puts a lane's events back on its track; its Chrome/Kineto
-reader keeps them on a track of the lane's name (same plane, events unchanged). Tracks
+Both of polyprof's readers put a lane's events back on its track (:data:`LANE`: the
+lane's name, :func:`lane_name`, read back; the Kineto reader in a file polyprof wrote). Tracks
 where everything nests (most) cost one NumPy pass; the first-fit search runs only on
 the tracks that cross (the TPU and MTIA traces have some).
 """
@@ -15,13 +15,21 @@ the tracks that cross (the TPU and MTIA traces have some).
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 
-from ..derive.intervals import nesting_depth
 from ..trace.sorting import member, unique
 
 log = logging.getLogger("polyprof")
+
+#: a lane's name, read back: group 1 is its track's (:func:`lane_name`)
+LANE = re.compile(r"^(.*) \(overlap \d+\)$")
+
+
+def lane_name(track: str, lane: int) -> str:
+    """The name of lane ``lane`` (> 0) of a track named ``track``."""
+    return f"{track} (overlap {lane})"
 
 #: lanes searched one by one before the search goes to NumPy; slices past the last lane share it
 SCAN_LANES, MAX_LANES = 16, 256
@@ -70,6 +78,8 @@ def _crossing_tracks(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     With spans ordered by (track, start, longest first) and their nesting depth, the
     spans nest iff each one ends within the last span before it one level up (the first
     crossing span would otherwise have a crossing parent, which comes earlier)."""
+    from ..derive.intervals import nesting_depth  # (the writers' alone: a reader asks only LANE)
+
     order, _, depth = nesting_depth(track, start, end)
     if not len(order):
         return np.zeros(0, np.int64)

@@ -20,7 +20,8 @@ T = TypeVar("T")
 PEEK_BYTES = 1 << 20
 PEEK_STEP = 64 << 10
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)(?=\D)')  # the whole number
-_NAME = re.compile(r"(?:rank|worker|proc|process|node|gpu)[-_.]?(\d+)", re.IGNORECASE)
+#: a number a word names a rank in a file name (``rank3``, ``worker_3``): group 1
+NAMED_RANK = re.compile(r"(?:rank|worker|proc|process|node|gpu)[-_.]?(\d+)", re.IGNORECASE)
 _TRAILING = re.compile(r"(\d+)(?:\D*)$")
 
 
@@ -153,7 +154,7 @@ def rank_in_name(path: Path) -> tuple[int, bool] | None:
     ``worker_3``), else the name's last number (``trace_3``, but also a host's: XProf
     names its files ``<host>.xplane.pb``), or None."""
     stem = path.name.split(".")[0]
-    m = _NAME.search(stem)
+    m = NAMED_RANK.search(stem)
     if m:
         return int(m.group(1)), True
     m = _TRAILING.search(stem)

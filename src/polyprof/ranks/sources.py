@@ -28,7 +28,7 @@ from ..formats.journal_layout import MAGIC as JOURNAL_MAGIC, SUFFIX as JOURNAL_S
 from ..store.manifest import is_store, read_manifest
 from ..trace.core import Trace
 from ..trace.identity import identify
-from .identity import process_in_file, rank_in_file, rank_in_name
+from .identity import NAMED_RANK, process_in_file, rank_in_file, rank_in_name
 
 log = logging.getLogger("polyprof")
 
@@ -496,10 +496,6 @@ def _first_file(source: RankSource) -> Path | None:
     return files[0] if isinstance(source, TraceFiles) and files else source.path
 
 
-#: a word that names the number after it a rank in a file name (as ``identity.rank_in_name``)
-_RANK_WORD = re.compile(r"(?:rank|worker|proc|process|node|gpu)[-_.]?$", re.IGNORECASE)
-
-
 def _run_globs(files: list[Path | None], named: list[tuple[int, str] | None]) -> dict[str, list[int]]:
     """The runs the file names make, as globs: each name with its rank's number made a
     ``*`` (the number after a word that names a rank, else the name's last such number:
@@ -510,11 +506,12 @@ def _run_globs(files: list[Path | None], named: list[tuple[int, str] | None]) ->
     for f, n in zip(files, named):
         if f is None or n is None:
             return {}
-        spots = [m for m in re.finditer(r"\d+", f.name) if int(m.group()) == n[0]]
+        worded = [m.span(1) for m in NAMED_RANK.finditer(f.name) if int(m.group(1)) == n[0]]
+        spots = worded or [m.span() for m in re.finditer(r"\d+", f.name) if int(m.group()) == n[0]]
         if not spots:
             return {}
-        m = next((m for m in spots if _RANK_WORD.search(f.name[:m.start()])), spots[-1])
-        runs.setdefault(f.name[:m.start()] + "*" + f.name[m.end():], []).append(n[0])
+        a, b = spots[0] if worded else spots[-1]
+        runs.setdefault(f.name[:a] + "*" + f.name[b:], []).append(n[0])
     if len(runs) < 2 or any(len(set(rs)) < len(rs) for rs in runs.values()):
         return {}
     return dict(sorted(runs.items()))

@@ -50,7 +50,7 @@ from ..formats.chrome import _pids, _tids, host_name
 from ..formats.export_ids import SourceIds
 # the overlap lanes, shared with the Chrome export (_SCAN_LANES, _stack_lanes: tests/test_perfetto.py)
 from ..formats.slice_lanes import SCAN_LANES as _SCAN_LANES, lane_pairs as _distinct_pairs  # noqa: F401
-from ..formats.slice_lanes import slice_lanes, stack_lanes as _stack_lanes  # noqa: F401
+from ..formats.slice_lanes import lane_name, slice_lanes, stack_lanes as _stack_lanes  # noqa: F401
 from ..formats.export_notes import HOST_NAME, PERFETTO_NOTES, notes
 from ..formats.device_list import (FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES,
                                    PERFETTO_PLANES, json_value,
@@ -173,7 +173,7 @@ class _Plan:
             for tr_id, lane in _distinct_pairs(self.t.events["track"], self.lane):
                 tr = t.tracks[tr_id]
                 out.append(_descriptor([(_TD_UUID, _lane_uuid(tr_id, lane)), (_TD_PARENT, 1 + tr.plane),
-                                        (_TD_NAME, f"{tr.name} (overlap {lane})"),
+                                        (_TD_NAME, lane_name(tr.name, lane)),
                                         (_TD_SIBLING_RANK, _int32(tr.sort_index))]))
         for i, (plane, name) in enumerate(self.counter_tracks()):
             out.append(_descriptor([(_TD_UUID, _COUNTER_UUID + i), (_TD_PARENT, 1 + plane),

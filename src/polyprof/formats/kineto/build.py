@@ -23,14 +23,13 @@ from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from .toplevel import not_read
 from ..export_notes import NOTES, recorded_notes
+from ..slice_lanes import LANE
 from ...trace import metadata_keys as mkeys
 from ...trace.sorting import median
 
 if TYPE_CHECKING:
     from .collector import _Collector
 
-#: a lane of crossing slices in polyprof's Chrome export (formats/slice_lanes.py)
-_LANE = re.compile(r"^(.*) \(overlap \d+\)$")
 #: a device thread torch 1.8-1.9 named by text (``"tid": "stream 7"``)
 _STREAM = re.compile(r"^\s*stream (\d{1,9})\s*$")
 
@@ -202,7 +201,7 @@ def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarr
         sort = info.get("thread_sort_index")
         made = (plane, str(tname).strip(), "stream" if kind == "device" else "thread", tid,
                 sort if isinstance(sort, int) else None)
-        lane = _LANE.match(made[1]) if ours else None
+        lane = LANE.match(made[1]) if ours else None
         if lane:  # (after the tracks it may be a lane of)
             lanes.append((u, lane.group(1), made))
         else:

@@ -32,10 +32,10 @@ import numpy as np
 
 from ...trace.builder import TraceBuilder
 from ..kineto.devices import _vendor, _vendor_hint
+from ..slice_lanes import LANE
 from .sequences import text
 
 _DEVICE_PLANE = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
-_OVERLAP = re.compile(r"^(.*) \(overlap \d+\)$")
 #: rocprofv3's tracks with no process (rocprofiler-sdk, lib/output/generatePerfetto.cpp):
 #: a GPU agent's streams and queues ("COMPUTE AGENT [4] STREAM [0] (GPU)", "COMPUTE GPU [0]
 #: QUEUE [1] ...", "COPY to AGENT [4] THREAD [1] (GPU)") and the host threads other than
@@ -236,7 +236,7 @@ class Layout:
         for c, info in enumerate(tracks.info):
             if not want[c] and ("counter" in info or "process" in info or not info.get("described")):
                 continue
-            if _OVERLAP.match(info.get("name", "")):
+            if LANE.match(info.get("name", "")):
                 lanes.append(c)
                 continue
             self.track[c] = self._track(c)
@@ -328,7 +328,7 @@ class Layout:
             return self.b.track(plane, name or f"thread {tid}", "thread", tid, sort_index=rank)
         if "process" in info:
             return self.b.track(plane, self.b.planes[plane].name, "line", 0, sort_index=rank)
-        m = _OVERLAP.match(name)
+        m = LANE.match(name)
         if m:
             base = next((t.id for t in self.b.tracks if t.plane == plane and t.name == m.group(1)), None)
             if base is not None:
