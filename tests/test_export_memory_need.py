@@ -7,13 +7,12 @@ counted at all (a 146 s export, then a MemoryError blamed on writing the file)."
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from limits import polyprof_limited
 from polyprof.ranks import fits
 
 DATA = Path(__file__).resolve().parent / "data/traces/kineto"
@@ -50,12 +49,8 @@ def _export(out: str, env_more: dict[str, str], tmp_path: Path, limit: int | Non
     if "POLYPROF_MEMORY_AVAILABLE" not in env_more:
         env.pop("POLYPROF_MEMORY_AVAILABLE", None)
 
-    def cap() -> None:
-        if limit is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    return subprocess.run([sys.executable, "-m", "polyprof", "export", str(NCCL), "-o", out], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, preexec_fn=cap, timeout=300)
+    return subprocess.run(polyprof_limited("export", str(NCCL), "-o", out, address_space=limit), env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 
 def test_the_check_is_the_formats(tmp_path: Path) -> None:

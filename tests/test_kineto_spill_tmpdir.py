@@ -5,23 +5,18 @@ temporary directory's, not as the input's fault in a raw ``OSError``."""
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
-import sys
 from pathlib import Path
+
+from limits import polyprof_limited
 
 BIG = Path(__file__).resolve().parent / "data" / "h200" / "torch_transformer_h200.json.gz"  # 6,780 flows
 
 
 def _convert(out: Path, tmpdir: Path | None = None, fsize: int | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, **({"TMPDIR": str(tmpdir)} if tmpdir else {}))
-
-    def limit() -> None:
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-
-    return subprocess.run([sys.executable, "-m", "polyprof", "convert", str(BIG), "-o", str(out)], env=env,
-                          capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    return subprocess.run(polyprof_limited("convert", str(BIG), "-o", str(out), file_size=fsize), env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
 def test_a_full_tmpdir_is_said_as_such(tmp_path, mount_tmpfs):
