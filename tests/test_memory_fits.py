@@ -265,3 +265,22 @@ def test_a_gzip_trace_named_json_is_not_taken_for_plain_text(monkeypatch, tmp_pa
     os.mkfifo(tmp_path / "pipe")
     monkeypatch.setenv("POLYPROF_MEMORY_AVAILABLE", str(64 << 10))
     assert fits.clearly_fits([str(tmp_path)]) and not fits.clearly_fits([str(tmp_path / "pipe")])
+
+
+def test_a_jobs_check_numbers_its_ranks_as_the_command_does(monkeypatch, tmp_path):
+    """``report --rank N`` details rank N, and ``--rank-by order`` numbers the files as
+    given: the check counts the rank the command will read in detail (before: always the
+    lowest rank of the default numbering)."""
+    from polyprof.cli.memory_check import check_job
+    from polyprof.ranks.sources import assign_ranks, resolve
+
+    small = next(p for p in KINETO if p.name.startswith("triton_example"))
+    job = [str(shutil.copy(small, tmp_path / "a.json.gz")), str(shutil.copy(NCCL, tmp_path / "b.json.gz"))]
+    ranks = dict(zip(("a.json.gz", "b.json.gz"), (a.rank for a in assign_ranks(resolve(job)))))
+    assert ranks["b.json.gz"] < ranks["a.json.gz"]  # (the NCCL trace says it is rank 0)
+    needs: list[int] = []
+    monkeypatch.setattr(fits, "check_fits", lambda what, need, advice: needs.append(need))
+    for kw in ({}, {"rank": ranks["a.json.gz"]}, {"rank_by": "order"}):
+        check_job("report", job, jobs=1, **kw)
+    lowest, detailed_small, small_first = needs
+    assert detailed_small < lowest and small_first == detailed_small, needs

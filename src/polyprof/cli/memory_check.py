@@ -24,13 +24,13 @@ ALL_RANKS_AT_ONCE = {"critical-path": "summary"}
 
 
 def check_memory(command: str, files: list[str], windows: bool = False, rank: int | None = None,
-                 jobs: int | None = None) -> None:
+                 jobs: int | None = None, rank_by: str = "auto") -> None:
     """One line, before reading, where ``command`` (``summary``, ``summary-json``,
     ``report``, ``export``, ``critical-path``) would not fit: a JSON file given alone,
     each rank of a store not summarised window by window (with ``windows``: ``summary``'s
     default steps, ranks/stepwise.py), or the ranks of a directory or of several files
-    read at once (:func:`check_job`); ``rank``: only that rank of a store; ``jobs``:
-    ``-j``. A command of :data:`ALL_RANKS_AT_ONCE`: all its ranks, however given, summed
+    read at once (:func:`check_job`, numbered as ``rank_by`` says: ``--rank-by``);
+    ``rank``: only that rank (``report``: the rank shown in detail); ``jobs``: ``-j``. A command of :data:`ALL_RANKS_AT_ONCE`: all its ranks, however given, summed
     (:func:`check_all`)."""
     from .ranks import is_job, is_store
 
@@ -61,31 +61,32 @@ def check_memory(command: str, files: list[str], windows: bool = False, rank: in
         if not fits.clearly_fits(files):
             fits.check_file(files[0], command)
     elif is_job(files, rank) and not _clearly_fits(files):
-        check_job(command, files, rank, jobs)
+        check_job(command, files, rank, jobs, rank_by)
 
 
-def check_job(command: str, files: list[str], rank: int | None = None, jobs: int | None = None) -> None:
+def check_job(command: str, files: list[str], rank: int | None = None, jobs: int | None = None,
+              rank_by: str = "auto") -> None:
     """The ranks of a directory or of several files (a store's are checked rank by rank
     above): ``summary`` reads as many ranks at once as it has workers (``-j``, default one
     per core), each a process of its own, so the largest of them summed, and this
     process's base (measured: two 160 MiB ranks, 1,559 MiB in all); ``report`` that
-    too, then its rank in detail with one more; ``export`` merges them all in one process
-    (``rank``: that one alone). A rank that is not a JSON file counts its base alone."""
+    too, then its rank in detail (``rank``, else the lowest) with one more; ``export``
+    merges them all in one process (``rank``: that one alone). A rank that is not a JSON file counts its base alone."""
     from ..ranks import fits  # only for a job: an XSpace needs no bound
     from ..ranks.executor import cores
     from ..ranks.sources import assign_ranks, resolve
 
     sources = resolve(files if len(files) > 1 else files[0])
-    ranks = [a.rank for a in assign_ranks(sources)]
+    ranks = [a.rank for a in assign_ranks(sources, rank_by)]
     each = [_source_need(s, "summary") for s in sources]
-    if command.startswith("export") or rank is not None:
+    if command.startswith("export"):
         picked = [s for s, r in zip(sources, ranks) if rank is None or r == rank]
         need = fits.BASE_BYTES + sum(_source_need(s, command) - fits.BASE_BYTES for s in picked)
     else:
         workers = min(jobs or cores(), len(sources))
         need = sum(sorted(each, reverse=True)[:workers]) + (fits.BASE_BYTES if workers > 1 else 0)  # and this process
         if command == "report":
-            ref = sources[ranks.index(min(ranks))]
+            ref = sources[ranks.index(min(ranks) if rank not in ranks else rank)]
             need = max(need, _source_need(ref, "report") + max(each) - fits.BASE_BYTES)
     what = files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more"
     fits.check_fits(f"{what} ({len(sources)} ranks, polyprof {fits.command_label(command)})", need,

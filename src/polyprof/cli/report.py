@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if not is_store(args.file[0]):  # a store's ranks: _above_bound
             from .memory_check import check_memory  # (light: imports fits only for JSON traces)
 
-            check_memory("report", args.file, jobs=getattr(args, "jobs", None))
+            check_memory("report", args.file, rank=args.rank, jobs=getattr(args, "jobs", None), rank_by=args.rank_by)
 
         ranks = analyze_ranks(args)
         from ..report.timeline_job import collective_names, job_parts  # after the ranks, as report.html below

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from .memory_check import check_memory  # (light: imports fits only for a JSON trace or a store)
 
     check_memory("summary-json" if args.json else "summary", args.file, windows=window_from(args) == "auto",
-                 jobs=getattr(args, "jobs", None))
+                 jobs=getattr(args, "jobs", None), rank_by=getattr(args, "rank_by", "auto"))
     if job:
         report: Any = analyze_ranks(args)  # imports the analyses once ranks are being read
     else:
