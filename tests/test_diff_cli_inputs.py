@@ -80,3 +80,17 @@ def test_runs_of_one_rank_each_are_still_runs(traces_dir: Path, capsys: pytest.C
     assert main(["diff", *a, "--", str(d / "mid.rank0.pt.trace.json.gz"), "-n", "0"]) == 0
     out = capsys.readouterr().out
     assert "A = 2 runs, 2 trace(s)" in out and "B = 1 trace(s)" in out, out
+
+
+def test_the_api_refuses_the_rank_files_of_one_job_as_runs(traces_dir: Path):
+    """``polyprof.diff`` with ``Runs`` of one-rank TraceSets that are ranks 0 and 1 of one
+    job: the same refusal as the command's, before any rank is read (before: only the
+    command refused; the API found no change where aten::mm took 25x longer)."""
+    import polyprof
+    from polyprof.analyze.diff import Runs, diff
+
+    d = traces_dir / "gloo_ddp_compute"
+    a, b = ([polyprof.load_ranks(str(d / f"{run}.rank{r}.pt.trace.json.xz")) for r in (0, 1)] for run in ("fast", "slow"))
+    with pytest.raises(polyprof.PolyprofError, match=r"side A are ranks 0-1 of one job \(their distributedInfo\)"):
+        diff(Runs(a), Runs(b))
+    assert diff(Runs(a[:1]), Runs(b[:1])).overview["a"]["traces"] == 1

@@ -66,7 +66,7 @@ from .diff_nesting import NestCounts, changes_of
 from .diff_sums import TableSums, TraceSums, is_job, run_summaries
 from .diff_apart import ranks_apart
 from .diff_notes import reach, sample_notes
-from .diff_sides import lines as side_lines, not_compared, side_info
+from .diff_sides import lines as side_lines, not_compared, ranks_as_runs, side_info
 from .diff_verdict import APART, STALL, sign_notes, test_way, verdict_lines
 from .frames import column, frame
 from .names import normalize_name, normalize_op_name
@@ -147,7 +147,11 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
     if test not in TESTS:
         raise PolyprofError(f"diff: test must be one of {', '.join(TESTS)}, not {test!r}")
     acc = _Collector(normalize)
-    for side, runs in (("a", _runs(a)), ("b", _runs(b))):
+    sides = {"a": _runs(a), "b": _runs(b)}
+    for side, runs in sides.items():
+        if all(is_job(r) for r in runs):  # (Traces in memory: which job's ranks they are is not known)
+            ranks_as_runs(side, [r.entries for r in runs])  # (before any is read)
+    for side, runs in sides.items():
         for run_no, run in enumerate(runs):
             for rank, sums in run_summaries(run, side, executor, window):
                 acc.add(side, run_no, rank, sums)

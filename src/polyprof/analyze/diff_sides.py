@@ -9,7 +9,8 @@
   changed", and JAX's own Chrome trace against its XSpace called every XLA op gone;
 * each side's analysed window where its traces' differ (:func:`window_words`) and its
   steps a trace as a range (:func:`steps_words`): with runs of 20, 12 and 40 steps the
-  header named the first run's window and a note "B 23 steps a trace", their mean.
+  header named the first run's window and a note "B 23 steps a trace", their mean;
+* a side whose runs are the ranks of one job (:func:`ranks_as_runs`), refused.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from ..errors import PolyprofError
+from .units import number_ranges
 
 #: the ``reason`` of a row of a table not compared (:func:`not_compared`), before its why
 NOT_COMPARED = "not compared"
@@ -144,3 +148,28 @@ def side_info(seen: list[tuple[int, int, str | None, int, int, str, str]], kept:
     steps = [x[3] for x in rows if x[3]] or [0]  # (of the traces with steps)
     return {"window": window_words([x[5] for x in rows], [x[6] for x in rows], where),
             "windows": [x[5] for x in rows], "steps_per_trace": [min(steps), max(steps)]}
+
+
+def ranks_as_runs(side: str, runs: list[list[Any]]) -> None:
+    """Refuse a side whose runs (each a job's ``TraceSet.entries``), one trace each, are
+    ranks of one job: each names another rank (its data, Kineto's ``distributedInfo``,
+    or a file name that calls the number a rank), as ``fast.rank0 fast.rank1 -- slow.rank0
+    slow.rank1`` do. Runs given before and after ``--`` (a ``Runs``) are a side's
+    replicates (a run: a file, a directory of its rank files, a store); read so, rank 1
+    was taken for a second run of rank 0, and a 25x slower ``aten::mm`` read p=1, "no change", where the two jobs as directories had 8 changes.
+    Which files make a job is the user's to say (as ``ranks.sources.several_runs``
+    refuses a folder of several runs), so the error says how: a directory of its ranks."""
+    if len(runs) < 2 or any(len(r) != 1 for r in runs):
+        return
+    entries = [r[0] for r in runs]
+    ranks = [e.rank for e in entries]
+    if len(set(ranks)) != len(ranks) or any(e.how == "order" for e in entries):
+        return  # (one-rank runs: each rank 0, or numbered by nothing but the order)
+    hows = sorted({"file names" if e.how == "file name" else e.how for e in entries})
+    files = ", ".join(str(e.path or e.label) for e in entries)
+    raise PolyprofError(
+        f"diff: the {len(runs)} runs of side {side.upper()} are ranks {number_ranges(sorted(ranks))} of one job "
+        f"(their {', '.join(hows)}): {files}. A side's runs (before and after `--`) are its replicates (each a "
+        "trace file, a directory of its rank files or a store); to compare jobs of several ranks, put each job's "
+        "rank files in a directory of their own and give the directories (polyprof diff jobA/ jobB/; several runs "
+        "of such a job: a directory per run, before and after `--`)")

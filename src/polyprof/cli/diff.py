@@ -128,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
             for r, names in _runs_at(path):
                 runs.append(r)
                 shown.append(names)
-        _ranks_as_runs(side, runs)
         sides[side] = (Runs(runs), shown)
     d = diff(sides["a"][0], sides["b"][0], alpha=args.alpha, normalize=not args.raw_names,
              top=min(args.top, VERDICT_TOP) or VERDICT_TOP, window=window, rel_floor=args.min_change_pct / 100.0,
@@ -166,33 +165,6 @@ def _runs_at(path: str) -> list[tuple[TraceSet, list[str]]]:
         if not files and subdirs:
             return [_run_of(str(q)) for q in subdirs]
     return [_run_of(path)]
-
-
-def _ranks_as_runs(side: str, runs: list[TraceSet]) -> None:
-    """Refuse a side whose runs, one trace each, are ranks of one job: each names another
-    rank (its data, Kineto's ``distributedInfo``, or a file name that calls the number a
-    rank), as ``fast.rank0 fast.rank1 -- slow.rank0 slow.rank1`` do. Runs given before and
-    after ``--`` are a side's replicates (a run: a file, a directory of its rank files, a
-    store); read so, rank 1 was taken for a second run of rank 0, and a 25x slower
-    ``aten::mm`` read p=1, "no change", where the two jobs as directories had 8 changes.
-    Which files make a job is the user's to say (as ``ranks.sources.several_runs``
-    refuses a folder of several runs), so the error says how: a directory of its ranks."""
-    if len(runs) < 2 or any(len(r) != 1 for r in runs):
-        return
-    entries = [r.entries[0] for r in runs]
-    ranks = [e.rank for e in entries]
-    if len(set(ranks)) != len(ranks) or any(e.how == "order" for e in entries):
-        return  # (one-rank runs: each rank 0, or numbered by nothing but the order)
-    from ..analyze.units import number_ranges  # (only for the refusal)
-
-    hows = sorted({"file names" if e.how == "file name" else e.how for e in entries})
-    files = ", ".join(str(e.path or e.label) for e in entries)
-    raise PolyprofError(
-        f"diff: the {len(runs)} runs of side {side.upper()} are ranks {number_ranges(sorted(ranks))} of one job "
-        f"(their {', '.join(hows)}): {files}. The runs before and after `--` are a side's replicates (each a "
-        "trace file, a directory of its rank files or a store); to compare jobs of several ranks, put each job's "
-        "rank files in a directory of their own and give the directories (polyprof diff jobA/ jobB/; several runs "
-        "of such a job: a directory per run, before and after `--`)")
 
 
 def _is_trace(path: Path) -> bool:
