@@ -18,7 +18,7 @@ from .codes import _distinct, _is_id
 from . import ascend, asyncs, jax_chrome, legacy, lenient, onnxruntime, rocprof_v1, tf_timeline
 from .deferred import DeferredArgs
 from .events import BLANK
-from .devices import categorise_device_events, device_planes, legacy_plane, tf_line
+from .devices import categorise_device_events, device_planes, legacy_plane, shared_host_pairs, tf_line
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from .toplevel import not_read
@@ -62,7 +62,10 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     if n * 8 >= TRIM_BYTES:  # the slices' columns, freed: their pages back before the Trace's are made
         trim()  # (a smaller load's pages are reused by the build: a trim would only cost it faults)
     uniq = _distinct(pair)
-    track_of_pair = pair_tracks(col, planes, uniq, ntid, _written_by_polyprof(top))
+    shared, host = shared_host_pairs(col, planes, pair // ntid, pair % ntid, cat_c, ntid) if col.device_label \
+        else (None, None)
+    track_of_pair = pair_tracks(col, planes, uniq, ntid, _written_by_polyprof(top),
+                                set(shared[host].tolist()) if shared is not None else set())
     track = _row_tracks(pair, uniq, np.array([track_of_pair[u] for u in uniq.tolist()], np.int32))
     progress.advance(1)
 
@@ -162,12 +165,14 @@ def base_ns(top: Mapping[str, object]) -> int:
 
 
 def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarray, ntid: int,
-                ours: bool = False) -> dict[int, int]:
+                ours: bool = False, host_threads: set[int] | frozenset[int] = frozenset()) -> dict[int, int]:
     """The track of each distinct (pid code * ntid + tid code) pair, ascending, made in
     that order (the chunked conversion, chunks.py, makes the same tracks). In one of
     polyprof's own exports (``ours``) a thread ``<name> (overlap k)`` is a lane the Chrome
     writer moved crossing slices to (``formats/slice_lanes.py``): its events go back on
-    the track ``<name>`` of its plane, as the Perfetto reader puts them back."""
+    the track ``<name>`` of its plane, as the Perfetto reader puts them back.
+    ``host_threads``: pairs of a device's pid that are a host process's threads
+    (``devices.shared_host_pairs``), on the host plane."""
     b = col.b
     pid_vals = col.id_values[id(col.pids)]
     tid_vals = col.id_values[id(col.tids)]
@@ -178,6 +183,8 @@ def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarr
         p, t = divmod(u, ntid)
         plane, kind = planes[p]
         pv, tv = pid_vals[p], tid_vals[t]
+        if u in host_threads:
+            plane, kind = col.b.plane(keys.HOST_PLANE, "host", "", 0, pv, col.process.get(pv)), "host"
         if kind == "device":  # the legacy export's CUDA functions: a device per thread
             own = legacy_plane(col, pv, tv)
             if own is not None:

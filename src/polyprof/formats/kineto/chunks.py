@@ -47,7 +47,7 @@ from .args import _EAGER_KEYS
 from .build import _metadata, _written_by_polyprof, add_counters, anchor_host, base_ns, pair_tracks
 from .collector import _Collector
 from .deferred import DeferredArgs
-from .devices import categorise_device_events, device_planes
+from .devices import categorise_device_events, device_planes, shared_codes
 from .flows import _bind, add_chained, endpoint_tracks
 from .packed import PackedBatches
 from ..inflate import Decompressed
@@ -186,6 +186,9 @@ class _Reader:
         pc = np.array(sorted(pid_cat), np.int64)
         counts = np.concatenate([counts, np.zeros(max(0, len(pid_vals) - len(counts)), np.int64)])
         self.planes = device_planes(col, self.top, pid_vals, pc >> 32, pc & 0xFFFFFFFF, counts)
+        if shared_codes(col, self.planes):  # (build.pair_tracks: per thread, from every event's category)
+            raise Unsupported("a process labelled both a host's and a device's holds both: its threads are told "
+                              "apart once the whole file is read")
         if ascend.is_ascend(col) or rocprof_v1.is_rocprof_v1(col):
             raise Unsupported("its events' categories or times are set from their args after the whole file is read")
         if legacy.has_cuda_functions(col):  # (legacy.link: from the flows, over the whole file)

@@ -65,6 +65,10 @@ class _Collector:
         self.arg_batches = PackedBatches()  # (first row, "[args, ...]"): typed on first use (packed.py)
         self.late_args: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # of E events, idem
         self.process: dict[Any, dict[str, Any]] = {}
+        #: the device label of a pid also labelled "CPU": Kineto labels pids 0-15 "GPU N"
+        #: whatever they are, so a host process of a small pid (1 in a container) gets both;
+        #: its ``process_labels`` stay "CPU" (devices.py reads which it is from its events)
+        self.device_label: dict[Any, str] = {}
         self.threads: dict[tuple, dict[str, Any]] = {}
         self.other_meta: list[dict] = []
         self.skipped: dict[str, int] = {}
@@ -394,7 +398,7 @@ class _Collector:
                 field = {"process_name": "name", "process_labels": "labels",
                          "process_sort_index": "sort_index"}[name]
                 for p in pids:
-                    self.process.setdefault(p, {})[name] = args_.get(field)
+                    self._process_meta(p, name, args_.get(field))
                 return
             if name in ("thread_name", "thread_sort_index"):
                 field = "name" if name == "thread_name" else "sort_index"
@@ -414,6 +418,14 @@ class _Collector:
             if args is not None:
                 rec["args"] = args
             self.other_meta.append(rec)
+
+    def _process_meta(self, pid: Any, name: str, value: Any) -> None:
+        info = self.process.setdefault(pid, {})
+        if name == "process_labels" and isinstance(value, str) and isinstance(old := info.get(name), str) \
+                and (value.strip().upper() == "CPU") != (old.strip().upper() == "CPU"):
+            self.device_label[pid] = old if value.strip().upper() == "CPU" else value
+            value = value if value.strip().upper() == "CPU" else old  # (either order: the host's label stays)
+        info[name] = value
 
     # ---------------------------------------------------------------- the Trace
     def finish(self, top: dict[str, Any], progress: _Progress) -> Trace:

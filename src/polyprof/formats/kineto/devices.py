@@ -2,7 +2,9 @@
 
 A pid is a device when its ``process_labels`` or ``process_name`` names one (``GPU 0``,
 ``MTIA:1``, a plane name polyprof wrote; the label ``NPU`` alone, msprof's, is device 0),
-or when it has only device categories
+but a pid also labelled ``CPU`` is the host unless it holds device activity (Kineto labels
+pids 0-15 ``GPU N`` whatever they are: a host process of pid 1, in a container, is
+labelled both; ``collector.device_label``), or when it has only device categories
 (kernels, copies) and an integer pid; the vendor comes from ``deviceProperties`` names,
 version keys of the document, and the runtime calls' names (``cuda*``, ``hip*``, ``ze*``).
 torch's legacy autograd profiler (torch 1.x ``export_chrome_trace`` without Kineto) writes
@@ -17,6 +19,7 @@ lines of that GPU, the repeat a derived one.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +32,8 @@ from .codes import _distinct, _hashable, _is_id
 
 if TYPE_CHECKING:
     from .collector import _Collector
+
+log = logging.getLogger("polyprof")
 
 _DEVICE_LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z_]*)\s*:?\s*(\d{1,9})\s*$")
 _PLANE_NAME = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
@@ -75,10 +80,14 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         vendor_hint = "NVIDIA"
 
     kinds: list[tuple[str, str, int]] = []  # (kind, device kind, index)
+    shared: list[Any] = []  # pids labelled a host's and a device's that hold device activity
     legacy_gpu = [False] * len(pid_vals)  # the legacy export's CUDA functions
     for code, pv in enumerate(pid_vals):
         info = col.process.get(pv, {}) if _hashable(pv) else {}
         labels, pname = info.get("process_labels"), info.get("process_name")
+        if code in dev_pids and _hashable(pv) and pv in col.device_label:  # a host pid that is a device's too
+            labels = col.device_label[pv]
+            shared.append(pv)
         dev = None
         m = _PLANE_NAME.match(pname) if isinstance(pname, str) else None
         if m:  # a Chrome trace polyprof wrote: processes are named after planes
@@ -105,6 +114,10 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
             dev = ("GPU", 0)
             legacy_gpu[code] = True
         kinds.append(("device", dev[0], dev[1]) if dev else ("host", "", 0))
+    if shared:
+        log.info("%s: process %s is labelled both CPU and a device (Kineto labels processes 0-15 as GPUs) "
+                 "and holds both: its threads with device activity are the device's, the others the host's",
+                 col.path, ", ".join(map(str, shared)))
     if rocprof_v1.is_rocprof_v1(col):
         _copy_lane(col, pid_vals, kinds, counts)
     ascend.mindspore_planes(col, pid_vals, kinds)  # MindSpore's timeline display: its NPU by its pids
@@ -127,7 +140,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         props = {k: v for k, v in info.items() if v is not None}
         if kind == "device":
             dp = devprops.get(index, {})
-            props = {**dp, **props}
+            props = {**dp, **props, **({"process_labels": col.device_label[pv]} if pv in shared else {})}
             vendor = _vendor(dkind, _vendor_text(props), vendor_hint)
             pid = pv if _is_id(pv) else index
             out.append((b.plane(keys.device_plane(dkind, index), "device", vendor, index, pid, props), "device"))
@@ -140,6 +153,29 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         else:
             out.append((b.plane(f"{keys.HOST_PLANE}:{pv}", "host", "", 0, pv, props), "host"))
     return out
+
+
+def shared_codes(col: "_Collector", planes: list[tuple[int, str]]) -> list[int]:
+    """The pid codes of devices whose pid a host process labelled ``CPU`` has too."""
+    pid_vals = col.id_values[id(col.pids)]
+    return [c for c, (_, kind) in enumerate(planes)
+            if kind == "device" and _hashable(pid_vals[c]) and pid_vals[c] in col.device_label]
+
+
+def shared_host_pairs(col: "_Collector", planes: list[tuple[int, str]], pid_c: np.ndarray, tid_c: np.ndarray,
+                      cat_c: np.ndarray, ntid: int) -> tuple[np.ndarray, np.ndarray]:
+    """(pairs, no device activity): each (pid code * ntid + tid code) pair of a device pid
+    also labelled ``CPU`` (``collector.device_label``: a host process whose pid is the
+    device's index, as Kineto numbers devices) and whether that thread holds no device
+    category (a host thread: ``build.pair_tracks`` puts it on the host plane)."""
+    shared = shared_codes(col, planes)
+    if not shared:
+        return np.zeros(0, np.int64), np.zeros(0, bool)
+    on = member(pid_c, np.array(shared, pid_c.dtype))
+    pair = pid_c[on].astype(np.int64) * ntid + tid_c[on]
+    dev_cat_ids = np.array([i for i, s in enumerate(col.b.strings) if s in _DEVICE_CATEGORIES], np.int32)
+    pairs = _distinct(pair)
+    return pairs, ~member(pairs, _distinct(pair[member(cat_c[on], dev_cat_ids)]))
 
 
 def _copy_lane(col: "_Collector", pid_vals: list, kinds: list[tuple[str, str, int]], counts: np.ndarray) -> None:
