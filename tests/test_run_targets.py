@@ -104,6 +104,31 @@ def test_a_missing_script_is_still_no_such_script(tmp_path: Path) -> None:
     assert r.returncode == 2 and "nope.py: no such script" in r.stderr
 
 
+def test_a_shell_shim_is_refused_before_the_session_says_what_it_is(tmp_path: Path) -> None:
+    """pyenv's ``torchrun`` is a bash script that starts the real one: ``polyprof run
+    $(which torchrun) ...`` printed a Python SyntaxError after the session began, and
+    wrote an empty trace; now one line names the interpreter, exit 1 as python's, no trace."""
+    shim = tmp_path / "torchrun"
+    shim.write_text('#!/usr/bin/env bash\nexec python -m torch.distributed.run "$@"\n')
+    shim.chmod(0o755)
+    r = _polyprof(tmp_path, str(shim), "--nproc-per-node", "2", "train.py")
+    assert r.returncode == _python(tmp_path, str(shim)).returncode == 1
+    assert r.stderr.count("\n") == 1 and "not a Python program but a bash script (its first line: " \
+        "#!/usr/bin/env bash)" in r.stderr and "-m torch.distributed.run" in r.stderr, r.stderr
+    assert not (tmp_path / "torchrun.polyprof").exists()
+    r = _polyprof(tmp_path, "/bin/true")  # (a compiled executable)
+    assert r.returncode == 1 and "not a Python program but a compiled executable" in r.stderr, r.stderr
+
+
+def test_pips_launcher_of_a_long_interpreter_path_runs(tmp_path: Path) -> None:
+    """pip writes ``#!/bin/sh`` and a shell ``exec`` that is a string to Python where the
+    interpreter's path is too long for a ``#!`` line: a Python program, run."""
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\n'''exec' \"" + sys.executable + "\" \"$0\" \"$@\"\n' '''\nprint('ran')\n")
+    r = _polyprof(tmp_path, str(tool))
+    assert r.returncode == 0 and r.stdout == "ran\n", r.stderr
+
+
 _SCRIPT = "import polyprof\nwith polyprof.section('work'):\n    open('ran', 'w').close()\n"
 
 

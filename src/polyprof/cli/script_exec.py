@@ -44,7 +44,7 @@ def unrunnable(path: str) -> tuple[str, int] | None:
                "twice (for compiled code first, then its source): save the script to a file", 2
     importer = pkgutil.get_importer(os.path.abspath(path))
     if importer is None:  # a file's code (the open, where it fails, is the program's error, as python's)
-        return None
+        return _not_python(path) if stat.S_ISREG(mode) else None
     try:
         found = importer.find_spec("__main__") is not None  # (as runpy finds it: a directory's or archive's)
     except (ImportError, OSError, ValueError):
@@ -54,6 +54,41 @@ def unrunnable(path: str) -> tuple[str, int] | None:
     kind = "directory" if os.path.isdir(path) else "zip archive"
     return f"a {kind} without a __main__.py: python runs a {kind} through its __main__.py (polyprof run " \
            "takes a script, such a directory or archive, or -m module)", 1
+
+
+#: the second line of pip's launcher for a long interpreter path (``#!/bin/sh`` first):
+#: a shell ``exec`` of python that is a string statement to Python
+_PIP_SH_LAUNCHER = b"'''exec' "
+
+
+def _not_python(path: str) -> tuple[str, int] | None:
+    """Why the file at ``path`` is no Python program, where its first bytes say so: a
+    ``#!`` line that runs another interpreter (a shell shim: pyenv's and asdf's
+    ``torchrun`` run a shell that starts the real one), or a compiled executable. Python
+    fails on either with a ``SyntaxError`` (status 1), here before the session begins.
+    pip's launcher of a long interpreter path (:data:`_PIP_SH_LAUNCHER`) is Python."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:  # (the program's error, as python's)
+        return None
+    lines = head.split(b"\n", 2)
+    if head.startswith(b"\x7fELF"):
+        what = "a compiled executable"
+    elif head.startswith(b"#!"):
+        first = lines[0].decode("utf-8", "replace").strip()
+        words = [os.path.basename(w) for w in first[2:].split() if not w.startswith("-") and "=" not in w]
+        words = words[1:] if words[:1] == ["env"] else words
+        if not words or "python" in words[0] or "pypy" in words[0] or lines[1:2] and \
+                lines[1].startswith(_PIP_SH_LAUNCHER):
+            return None
+        what = f"a {words[0]} script (its first line: {first})"
+    else:
+        return None
+    launcher = (" (torchrun: polyprof run -m torch.distributed.run ... runs its module, and records the "
+                "launcher, not the ranks: docs/ranks.md)") if os.path.basename(path) == "torchrun" else ""
+    return (f"not a Python program but {what}: polyprof run runs Python as python does, and python {path} "
+            f"fails on it too; give the Python script, or -m MODULE{launcher}"), 1
 
 
 def _empty_device(path: str, mode: int) -> bool:
