@@ -139,3 +139,23 @@ def test_a_plain_trace_leaves_its_warm_up_step_out_as_the_summary(tmp_path: Path
     assert r.returncode != 0 and "--step 0: not among the analysed steps (positions 1, 2, 3, 4" in r.stderr
     assert sorted(_command_paths(f, "--all-steps")) == [0, 1, 2, 3, 4]
     assert sorted(_track(f, tmp_path / "loop.json")) == [1, 2, 3, 4]
+
+
+def test_no_path_among_the_kinds_it_follows_is_not_called_none_of_them(tmp_path: Path, capsys) -> None:
+    """A trace whose ops and launch calls sit in a process labelled a device's: there is
+    no path, and the line said the trace had "none of them, only 1 cpu_op, 1 kernel, 1
+    runtime events", the very kinds it follows; now it says what joins them is missing."""
+    from polyprof.cli import main
+
+    events = [{"ph": "M", "name": "process_labels", "pid": 3, "tid": 0, "args": {"labels": "GPU 3"}},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 3, "tid": 1, "ts": 0, "dur": 20},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 3, "tid": 1, "ts": 2, "dur": 5,
+               "args": {"correlation": 7}},
+              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 10,
+               "args": {"device": 0, "stream": 7, "correlation": 7}}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    assert main(["critical-path", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the trace has 1 cpu_op, 1 kernel, 1 runtime events, but no chain of them" in out, out
+    assert "none of them" not in out

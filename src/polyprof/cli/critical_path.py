@@ -272,7 +272,15 @@ def _no_path(traces: dict[int, Any], k: int, where: str) -> str:
     if not counts:
         return f"no critical path ({follows}): {where} has no events"
     what = ", ".join(f"{n:,} {kind}" for kind, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
+    if counts.keys() & _FOLLOWED:  # (the kinds are there: what joins them is not)
+        return (f"no critical path ({follows}): {where} has {what} events, but no chain of them: its host work is "
+                "on no host thread, or its launches match none of its device activity (polyprof summary's "
+                "correlation line says which)")
     return f"no critical path ({follows}): {where} has none of them, only {what} events"
+
+
+#: the kinds (``_KIND_TEXT``) a critical path is made of
+_FOLLOWED = frozenset(("cpu_op", "runtime", "kernel", "memcpy", "memset"))
 
 
 def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: int, numbers: Any,
