@@ -82,3 +82,19 @@ def test_tracelens_ddp_resnet18_of_host_pid_1_matches_hta(capsys):
     assert overview["matched_by_correlation_id"] == overview["device_activities"] == 2375, overview
     whole = next(r for r in doc["tables"]["idle_time_breakdown"]["records"] if r["stream"] == "(all streams)")
     assert (whole["idle_ns"], whole["host_wait_ns"]) == (3_034_785_000, 3_032_986_000), whole
+
+
+def test_the_cupti_overhead_of_pid_minus_1_is_on_the_host_plane(tmp_path, kineto_compiled):
+    """Kineto writes CUPTI's ``Activity Buffer Request`` (category ``overhead``) at pid
+    -1, which no process metadata names: it made a plane ``/host:CPU:-1`` of its own
+    ("on 3 planes"); it is the profiler's work in the host process."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, "tid": 9, "ts": 0, "dur": 20},
+              {"ph": "X", "cat": "overhead", "name": "Activity Buffer Request", "pid": -1, "tid": 0, "ts": 1,
+               "dur": 3},
+              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 10,
+               "args": {"device": 0, "stream": 7}}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    t = load(path)
+    assert sorted(p.name for p in t.planes) == ["/device:GPU:0", "/host:CPU"]
+    assert _where(t)["Activity Buffer Request"] == ("/host:CPU", "thread 0")

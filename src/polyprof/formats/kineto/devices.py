@@ -122,7 +122,8 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         _copy_lane(col, pid_vals, kinds, counts)
     ascend.mindspore_planes(col, pid_vals, kinds)  # MindSpore's timeline display: its NPU by its pids
 
-    host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and _is_id(pid_vals[c])]
+    host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and _is_id(pid_vals[c])
+                  and not _pseudo_pid(col, pid_vals[c])]
     main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None
     process_wide = {c[0] for c in col.counters} | {a[0] for a in col.asyncs}
     used = set(_distinct(pid_c).tolist()) | process_wide
@@ -144,8 +145,9 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
             vendor = _vendor(dkind, _vendor_text(props), vendor_hint)
             pid = pv if _is_id(pv) else index
             out.append((b.plane(keys.device_plane(dkind, index), "device", vendor, index, pid, props), "device"))
-        elif code == main or not _is_id(pv):
-            # the main process, and Kineto's pseudo processes ("Spans", "Traces") on it
+        elif code == main or not _is_id(pv) or _pseudo_pid(col, pv):
+            # the main process, and Kineto's pseudo processes ("Spans", "Traces", the CUPTI
+            # overhead's pid -1) on it
             pid = pid_vals[main] if main is not None else 0
             mprops = {k: v for k, v in (col.process.get(pid_vals[main], {}) if main is not None else {}).items()
                       if v is not None}
@@ -153,6 +155,12 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         else:
             out.append((b.plane(f"{keys.HOST_PLANE}:{pv}", "host", "", 0, pv, props), "host"))
     return out
+
+
+def _pseudo_pid(col: "_Collector", pv: Any) -> bool:
+    """A negative integer pid no process metadata names: Kineto's CUPTI overhead
+    (``Activity Buffer Request``, category ``overhead``, pid -1), not a process of its own."""
+    return _is_id(pv) and pv < 0 and not col.process.get(pv)
 
 
 def shared_codes(col: "_Collector", planes: list[tuple[int, str]]) -> list[int]:
