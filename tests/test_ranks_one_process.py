@@ -123,3 +123,41 @@ def test_xz_files_of_one_process_join_and_their_size_is_their_text(tmp_path: Pat
     two = tmp_path / "two_streams.xz"  # streams one after another, zeros between them
     two.write_bytes(lzma.compress(b"a" * 1000) + b"\0" * 8 + lzma.compress(b"b" * 5000))
     assert json_text_bytes(two) == 6000
+
+
+def test_the_time_between_a_processs_files_is_not_analysed(tmp_path: Path) -> None:
+    """Each file is one recording (a schedule's cycle): the second begins 1 s after the
+    first one's last step, time nobody recorded. Before, the summary's span ran over it
+    (step time and idle counted the unrecorded second); now the files' stretches are the
+    schedule's (``windows_ns``) and the steps recorded in them are analysed, as a torch
+    schedule's cycles in one file are. A process's files without steps are analysed as
+    the time they recorded (a wild trace's four cycles: "idle 96%" over 2.84 s, of which
+    1.41 s between the files)."""
+    _kineto(tmp_path / "vm_7.100.pt.trace.json", "vm", 7, [2, 3], 1e6)
+    _kineto(tmp_path / "vm_7.200.pt.trace.json", "vm", 7, [6, 7], 1e6 + 3000.0)
+    t = sources.one_source_in(tmp_path).load()
+    assert t.metadata["schedule"] == {"by": "its files", "windows_ns": [[1_000_000_000, 1_001_900_000],
+                                                                       [1_003_000_000, 1_004_900_000]]}
+    out = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(tmp_path), "--json"], capture_output=True,
+                         text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["overview"]["window"] == "all 4 steps (2-3, 6-7) (the steps its files recorded; the 1.1 ms between " \
+        "its 2 recorded stretches is not analysed)", doc["overview"]
+    assert doc["overview"]["recorded_in_span_ns"] == 2 * 1_900_000, doc["overview"]
+    assert [r["step"] for r in doc["tables"]["step_stats"]["records"]] == [2, 3, 6, 7]
+
+
+def test_a_processs_files_without_steps_are_the_time_they_recorded(tmp_path: Path) -> None:
+    for i, t0 in enumerate((1e6, 1e6 + 5000.0)):
+        ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": t0 + k * 100.0, "dur": 50.0}
+              for k in range(10)]
+        (tmp_path / f"vm_7.{i}.pt.trace.json").write_text(json.dumps({"schemaVersion": 1, "host_name": "vm",
+                                                                      "traceEvents": ev}))
+    out = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(tmp_path), "--json"], capture_output=True,
+                         text=True, env={"PYTHONPATH": SRC, "PATH": ""}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    ov = json.loads(out.stdout)["overview"]
+    assert ov["window"] == "the time its 2 files recorded, 1.9 ms; the 4.05 ms between its 2 recorded stretches is " \
+        "not analysed", ov
+    assert ov["recorded_in_span_ns"] == 2 * 950_000, ov

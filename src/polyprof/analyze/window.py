@@ -237,7 +237,8 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray, also: str = "") ->
     analysed as time (:func:`_timed`); without those, or where it recorded none of the
     trace's steps, every step is analysed and the label says so. ``also``: the label's
     words for a span or rounding asked with AUTO's steps (``--span device`` alone)."""
-    said = "the steps the schedule recorded"
+    said = "the steps its files recorded" if trace.metadata[mkeys.SCHEDULE].get("by") == mkeys.SCHEDULE_BY_FILES \
+        else "the steps the schedule recorded"
     nums, pick = _recorded(trace, steps, every)
     every_words = ": every step analysed" if len(steps) else ""
     if nums is not None and not len(nums):
@@ -266,6 +267,8 @@ def _recorded(trace: Trace, steps: Steps, every: np.ndarray) -> tuple[np.ndarray
     torch recorded (:func:`_in_stretches`)."""
     meta = trace.metadata[mkeys.SCHEDULE] if isinstance(trace.metadata[mkeys.SCHEDULE], dict) else {}
     rec = meta.get("recorded_steps")
+    if rec is None and isinstance(meta.get("windows_ns"), list):  # its stretches alone (a process's files)
+        rec = steps.number[_in_stretches(trace, steps, every)].tolist()
     nums = np.sort(np.asarray(rec, np.int64)) if isinstance(rec, list) else None
     pick = every[np.isin(steps.number, nums)] if nums is not None and len(nums) else every
     if nums is not None and len(nums) and _several_drop_ins(trace):
@@ -360,8 +363,12 @@ def _timed(trace: Trace, steps: Steps, also: str = "") -> Selection | None:
     if not len(runs):
         return None
     length = int((runs[:, 1] - runs[:, 0]).sum())
-    words = (f"the time window the schedule recorded, {fmt_ns(length)}: it holds no whole step"
-             + (f" ({len(steps)} cut by its edges not analysed)" if len(steps) else ""))
+    if trace.metadata[mkeys.SCHEDULE].get("by") == mkeys.SCHEDULE_BY_FILES:
+        words = f"the time its {len(runs)} files recorded, {fmt_ns(length)}" + (
+            f": they hold no whole step ({len(steps)} cut by their edges not analysed)" if len(steps) else "")
+    else:
+        words = (f"the time window the schedule recorded, {fmt_ns(length)}: it holds no whole step"
+                 + (f" ({len(steps)} cut by its edges not analysed)" if len(steps) else ""))
     if len(runs) > 1:
         words += _between_words(runs)
     words += f"; {also}" if also else ""

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 from ..errors import PolyprofError
 from ..formats.journal_layout import MAGIC as JOURNAL_MAGIC, SUFFIX as JOURNAL_SUFFIX
 from ..store.manifest import is_store, read_manifest
+from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.identity import identify
 from .identity import NAMED_RANK, process_in_file, rank_in_file, rank_in_name
@@ -113,7 +114,11 @@ class TraceFiles(RankSource):
         for t in parts:  # one source: the process's planes and threads are one
             for src in t.sources:
                 src.label = self.label
-        return merge(parts)
+        spans = [list(t.span_ns) for t in parts if t.n_events]
+        if any(t.metadata.get(mkeys.SCHEDULE) for t in parts) or len(spans) < 2:
+            return merge(parts)
+        # each file a recording (a schedule's cycle): the time between them was not recorded
+        return merge(parts, {mkeys.SCHEDULE: {"by": mkeys.SCHEDULE_BY_FILES, "windows_ns": sorted(spans)}})
 
     def __repr__(self) -> str:
         return f"TraceFiles({[str(f) for f in self.files]!r})"

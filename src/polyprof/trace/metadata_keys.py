@@ -87,6 +87,10 @@ def warning_texts(metadata: dict) -> list[str]:
 
 
 SCHEDULE = _key("schedule", dict, SOURCE, "the recording schedule followed, recorded_steps, windows_ns")
+#: ``schedule["by"]`` of one process's several files read as one trace
+#: (``ranks.sources.TraceFiles``): each file a recording (``windows_ns``), the time between
+#: them not recorded
+SCHEDULE_BY_FILES = "its files"
 CLOCK_SYNC = _key("clock_sync", dict, SOURCE, "plane name -> plugin -> the fit that put the plane's times on "
                   "the session clock (record_fit)")
 FORKED_CHILD = _key("forked_child", bool, SOURCE, "a forked child's copy of a session: it recorded nothing")
