@@ -390,13 +390,23 @@ class _Collector:
         return SparseSamples(row, col, val, len(self.index[table]), lab[:, 0], lab[:, 1])
 
     def steady_calls(self, side: str, table: str) -> np.ndarray:
-        """Per name: whether every step of the side calls it the same number of times (0
-        included). A program calls its ops so; a runtime's waits and polls, which
-        scheduling makes, vary from step to step."""
+        """Per name: whether every step of each rank of the side calls it the same number
+        of times (0 included). A program calls its ops so; a runtime's waits and polls,
+        which scheduling makes, vary from step to step. Ranks may call it differently (a
+        job whose rank 1 alone runs more matmuls: before, no row of such a job was steady,
+        and its program's change went unsaid)."""
         row, col, val = self._sparse(side, table, "pair_count")
-        lab = np.zeros(len(self.step_of[side]), np.int64)
-        x = SparseSamples(row, col, val, len(self.index[table]), lab, lab)
-        return x.row_min() == x.row_max()
+        ranks = np.array([rank for _, rank in self.step_of[side]], np.int64)
+        out = np.ones(len(self.index[table]), bool)
+        for r in np.unique(ranks).tolist():
+            cols = np.flatnonzero(ranks == r)
+            renum = np.full(len(ranks), -1, np.int64)
+            renum[cols] = np.arange(len(cols))
+            keep = renum[col] >= 0
+            lab = np.zeros(len(cols), np.int64)
+            x = SparseSamples(row[keep], renum[col[keep]], val[keep], len(self.index[table]), lab, lab)
+            out &= x.row_min() == x.row_max()
+        return out
 
     def _sparse(self, side: str, table: str, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(name, sample, value) of each cell with data of a field of the side's parts
