@@ -42,6 +42,20 @@ def test_a_json_list_of_records_that_are_not_events_is_refused(tmp_path: Path) -
     assert t.metadata["warnings"] == ["kineto: events not imported: 1 x ph=None"]
 
 
+def test_a_triton_server_trace_is_named(tmp_path: Path) -> None:
+    """``tritonserver --trace-file`` writes a JSON list of per-request records (an id and
+    its timestamps, or its model), as Triton 2.x does (a wild server trace, 650 records):
+    refused as the list of records it is, and named (records written here)."""
+    recs = [{"id": 1, "timestamps": [{"name": "HTTP_RECV_START", "ns": 5294383183578}]},
+            {"id": 1, "model_name": "resnet50", "model_version": 1},
+            {"id": 1, "timestamps": [{"name": "REQUEST_START", "ns": 5294383808197}]}]
+    f = tmp_path / "trace.json"
+    f.write_text(json.dumps(recs, separators=(",", ":")))
+    with pytest.raises(TraceFormatError, match=r"a JSON list of 3 objects, none with 'ph' \(an event's phase\); it "
+                                                r"is a Triton Inference Server trace \(tritonserver --trace-file"):
+        polyprof.load(f)
+
+
 def test_an_empty_chrome_trace_says_nothing_was_read(tmp_path: Path) -> None:
     """tlparse (pytorch/tlparse 0.4.3) writes ``chromium_events.json`` as ``[]`` when the
     torch.compile log has no compile events (its tests' comp_metrics.log, export.log):

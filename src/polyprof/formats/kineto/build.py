@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -344,6 +345,24 @@ def _recorded(meta: dict[str, Any]) -> dict[str, list[Any]]:
     return out
 
 
+#: the first records of a Triton Inference Server trace (``tritonserver --trace-file``,
+#: its default mode): per request id, its timestamps, each a name and ``ns``
+_TRITON = re.compile(rb'^\s*\[\s*\{\s*"id"\s*:\s*\d+\s*,\s*"(?:timestamps|model_name)"')
+
+
+def _known_list(path: str | os.PathLike | None) -> str:
+    """What a JSON list of records that are no events is, where its first bytes say."""
+    try:
+        with open(path or "", "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return ""
+    if _TRITON.match(head):
+        return ("; it is a Triton Inference Server trace (tritonserver --trace-file: each request's "
+                "timestamps), which polyprof does not read")
+    return ""
+
+
 def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray) -> dict[str, Any]:
     blank = col.skipped.pop(BLANK, 0)  # objects with no field read: in a document's traceEvents, ``{}``
     if blank and top.get("__list__"):  # (JAX's end marker, skipped as Perfetto does); a list's other records
@@ -351,7 +370,7 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
     if top.get("__list__") and not len(ts) and not col.counters and set(col.skipped) == {"None"}:
         # a JSON list of records none of which is an event (e.g. TraceLens' execution_details.json)
         raise TraceFormatError(col.path, f"not a Chrome/Kineto trace: a JSON list of {col.skipped['None']} "
-                                         "objects, none with 'ph' (an event's phase)")
+                                         "objects, none with 'ph' (an event's phase)" + _known_list(col.path))
     meta: dict[str, Any] = {}
     for k, v in top.items():
         if k not in ("traceEvents", "__list__", *_NOT_READ):
