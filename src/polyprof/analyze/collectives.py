@@ -53,6 +53,7 @@ import numpy as np
 from ..derive import cache
 from ..derive.intervals import innermost
 from ..trace import keys
+from ..trace.categories import EP_NAMESPACES
 from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.sorting import first_and_inverse, member, unique
@@ -99,6 +100,8 @@ def normalise_op(text: str) -> str:
     x = re.match(XLA_COLLECTIVE_OP, text.lower())
     if x:
         return x.group(1).replace("-", "")
+    if any(ns in text for ns in EP_NAMESPACES):  # DeepEP's dispatch and combine: an all-to-all
+        return "alltoall"
     m = _KERNEL_OP.search(text)
     s = m.group(1) if m else text.split(":", 1)[-1]
     s = s.lower().replace("_", "").replace("-", "")

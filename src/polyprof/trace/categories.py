@@ -93,10 +93,15 @@ DEVICE_ACTIVITY = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE)
 #: Device activity that is not compute.
 NON_COMPUTE = (Kind.MEMCPY, Kind.MEMSET)
 
+#: the C++ namespaces of DeepEP's kernels (its expert-parallel all-to-all over NVLink and RDMA)
+EP_NAMESPACES = ("deep_ep::", "dpsk::ep::")
 _COLLECTIVE_MARKERS = ("nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather",
                        "reducescatter", "reduce_scatter", "alltoall", "sendrecv",
                        # XLA HLO names ("broadcast" alone also names elementwise fusions, so not a marker)
-                       "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+                       "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                       # DeepEP's expert-parallel all-to-all kernels (dispatch, combine, their notify
+                       # kernels), as released and as DeepSeek's own traces name them
+                       *EP_NAMESPACES)
 
 
 #: XLA HLO ops that move memory (async copies between memory spaces, plain copies):
