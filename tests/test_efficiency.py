@@ -552,3 +552,22 @@ def test_step_times_do_not_count_device_work_of_two_steps_twice():
     corr = cache.correlation(t)
     last = int(t.end_ns[corr.device_rows].max())
     assert got.sum() == pytest.approx(last - int(steps.start[0]), abs=100_000)
+
+
+def test_the_occupancy_findings_share_counts_no_row_below_zero():
+    """Under ``--window hta`` HTA's rounding takes a sub-µs copy to -1 µs, and the kernel
+    table's shares sum the rows as they are (HTA's): nano-vllm's decode read "1 kernel(s)
+    with 105.7% of device time run at ≤25% theoretical occupancy". The finding's share is
+    of the rows' time with none below 0."""
+    from polyprof.analyze.efficiency_findings import _low_occupancy
+    from polyprof.analyze.frames import frame
+    from polyprof.trace import TraceBuilder
+
+    kb = frame({"name": np.array(["k", "Memcpy DtoH", "Memcpy HtoD"], object), "count": np.array([2, 2, 1]),
+                "total_ns": np.array([37_000, -1_000, -1_000]), "share_pct": np.array([105.7, -2.9, -2.9]),
+                "block": np.array(["16,4,1", "", ""], object), "registers": np.array([168, -1, -1]),
+                "shared_mem": np.array([272, -1, -1]), "occupancy": np.array([0.25, np.nan, np.nan]),
+                "occupancy_limit": np.array(["registers", "", ""], object)})
+    (f,) = _low_occupancy(TraceBuilder().build(), {"kernel_breakdown": kb}.__getitem__)
+    assert f.evidence["share_pct"] == 100.0 and f.events[0]["share_pct"] == 100.0, f
+    assert "1 kernel(s) with 100.0% of device time" in f.title, f.title
