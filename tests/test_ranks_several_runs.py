@@ -81,6 +81,21 @@ def test_copies_numbered_by_their_file_names_stay_a_job(tmp_path):
     assert ts.ranks == [0, 1] and {e.how for e in ts.entries} == {"file name"}
 
 
+def test_captures_whose_names_number_no_ranks_are_several_runs(tmp_path):
+    """Three captures of one process (each file rank 0), named ``decode_gpu_10``,
+    ``_20`` and ``_100`` (nano-vllm's profiles of 10, 20 and 100 decode steps): the names'
+    numbers, not counting from 0, are no ranks. Before, a job of ranks 10, 20 and 100,
+    "not aligned", each "not joined" on the critical path."""
+    for n in (10, 20, 100):
+        shutil.copy(DDP / "late.rank0.pt.trace.json.gz", tmp_path / f"decode_gpu_{n}.pt.trace.json.gz")
+    with pytest.raises(PolyprofError) as e:
+        polyprof.load_ranks(tmp_path)
+    msg = str(e.value)
+    assert msg.startswith(f"{tmp_path}: 3 traces name rank 0, each 3 times (their distributedInfo): several runs"), msg
+    assert "the numbers in their file names (10, 20, 100) do not count ranks from 0" in msg, msg
+    assert polyprof.load_ranks(tmp_path, rank_by="order").ranks == [0, 1, 2]
+
+
 def test_one_run_in_a_directory_is_not_refused(tmp_path):
     """One run's files, each naming its own rank, are one job, as before."""
     for r in (0, 1):

@@ -466,7 +466,11 @@ def several_runs(sources: list[RankSource], assigned: list[Assigned]) -> None:
     named = [s.named() for s in sources]
     ranks = [n[0] for n in named if n is not None]
     files = [_first_file(s) for s in sources]
-    if len(set(ranks)) == len(ranks) or any(a.how != "order" for a in assigned) or None in files:
+    # (or numbered by names that do not count ranks: decode_gpu_10, _20, _100, each rank 0)
+    numbers = sorted(a.rank for a in assigned)
+    by_names = all(a.how == "file name" for a in assigned) and numbers != list(range(len(numbers)))
+    if len(set(ranks)) == len(ranks) or (any(a.how != "order" for a in assigned) and not by_names) \
+            or None in files:
         return  # (Traces in memory given as a list: numbered as given, with assign_ranks' warning)
     from ..analyze.units import number_ranges  # only for the refusal: the analyses' package is slow to import
 
@@ -481,8 +485,12 @@ def several_runs(sources: list[RankSource], assigned: list[Assigned]) -> None:
     hows = sorted({n[1] for n in named if n is not None})
     head = (f"{str(where) + ': ' if where else ''}{len(sources)} traces name {said(ranks)}, {often} "
             f"(their {', '.join(hows)}): several runs of a job, not one job of {len(sources)} ranks")
-    runs = _run_globs(files, named)
-    if runs:
+    runs = {} if by_names else _run_globs(files, named)
+    if by_names:
+        listed = (f"the numbers in their file names ({', '.join(map(str, numbers))}) do not count ranks from 0, "
+                  "so they are no ranks either")
+        give = "give one file at a time, compare two with polyprof diff, or put each run in a folder of its own"
+    elif runs:
         first = next(iter(runs))
         listed = "the runs by file name: " + ", ".join(f"{g} ({said(rs)})" for g, rs in runs.items())
         give = f"give one run's files (e.g. {where / first if where else first}), or put each run in a folder of its own"
