@@ -217,7 +217,7 @@ def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarr
     for u, base, made in lanes:
         known = next((tr.id for tr in b.tracks if tr.plane == made[0] and tr.name == base), None)
         track_of_pair[u] = b.track(*made) if known is None else known
-    return track_of_pair
+    return dict(sorted(track_of_pair.items())) if lanes else track_of_pair  # (ascending: flows.endpoint_tracks)
 
 
 def add_counters(col: "_Collector", planes: list[tuple[int, str]], base: int) -> None:
