@@ -249,7 +249,7 @@ def write(trace: Trace, path: str | Path) -> Path:
     anchor = wall_anchor(trace, origin)
     if anchor is not None:
         other["wall_anchor"] = anchor
-    other.update(notes(trace))  # (warnings, plugin_errors: the reader restores them)
+    other.update(notes(trace, -origin))  # (warnings, plugin_errors, schedule: the reader restores them)
     # the header before the events, as Kineto writes it: a job's files are told apart by
     # their first MiB (ranks/identity.py reads the rank and host there)
     doc: dict[str, Any] = {"displayTimeUnit": "ns", "otherData": other}

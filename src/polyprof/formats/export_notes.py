@@ -20,25 +20,44 @@ if TYPE_CHECKING:
 HOST_NAME = "host_name"
 
 
-#: the metadata keys the exports carry for the reader to restore (:func:`notes`)
+#: the metadata keys the exports carry for the reader to restore (:func:`notes`; and the
+#: ``schedule``, a dict: :data:`CARRIED`)
 NOTES = (mkeys.WARNINGS, mkeys.PLUGIN_ERRORS)
+CARRIED = (*NOTES, mkeys.SCHEDULE)
 #: the Perfetto export's Chrome metadata entries that hold them (JSON), by key
-PERFETTO_NOTES = {mkeys.WARNINGS: "polyprof_warnings", mkeys.PLUGIN_ERRORS: "polyprof_plugin_errors"}
+PERFETTO_NOTES = {mkeys.WARNINGS: "polyprof_warnings", mkeys.PLUGIN_ERRORS: "polyprof_plugin_errors",
+                  mkeys.SCHEDULE: "polyprof_schedule"}
 
 
-def notes(trace: Trace) -> dict[str, list[Any]]:
+def notes(trace: Trace, shift_ns: int | None = None) -> dict[str, Any]:
     """The trace's warnings and plugin errors, those it has, as JSON values: what the
     Chrome (``otherData``), Kineto (its ``polyprof`` key) and Perfetto (Chrome metadata
     entries) exports write, so that a summary of the export tells of what was lost while
-    recording, as one of the trace does."""
-    out = {}
+    recording, as one of the trace does. With ``shift_ns`` (what the export adds to every
+    time), its ``schedule`` too, its stretches (``windows_ns``) on the export's times: the
+    summary of the export then analyses what the trace's does (a schedule's cycles, one
+    process's files: before, the time between them counted as idle)."""
+    from .device_list import json_value  # (an export only)
+
+    out: dict[str, Any] = {}
     for k in NOTES:
         v = trace.metadata.get(k)
         if isinstance(v, list) and v:
-            from .device_list import json_value  # (an export only)
-
             out[k] = json_value(v)
+    sched = trace.metadata.get(mkeys.SCHEDULE)
+    if shift_ns is not None and isinstance(sched, dict) and sched:
+        sched = json_value(sched)
+        wins = sched.get("windows_ns")
+        if isinstance(wins, list):
+            sched["windows_ns"] = [[w[0] + shift_ns, w[1] + shift_ns if w[1] >= 0 else w[1]] for w in wins
+                                   if _window(w)]
+        out[mkeys.SCHEDULE] = sched
     return out
+
+
+def _window(w: Any) -> bool:
+    """A stretch as ``windows_ns`` holds it: [start, end] in ns (end -1: still open)."""
+    return isinstance(w, list) and len(w) == 2 and all(type(x) is int for x in w)
 
 
 def _note_ok(key: str, v: Any) -> bool:
@@ -48,10 +67,10 @@ def _note_ok(key: str, v: Any) -> bool:
                                   and isinstance(v.get("plugin", ""), str))
 
 
-def recorded_notes(found: Any) -> dict[str, list[Any]]:
-    """The warnings and plugin errors an export wrote (:func:`notes`; ``found``: the
-    mapping they are in), those of the shape the metadata holds (``formats/safety.py``)."""
-    out: dict[str, list[Any]] = {}
+def recorded_notes(found: Any) -> dict[str, Any]:
+    """The warnings, plugin errors and schedule an export wrote (:func:`notes`; ``found``:
+    the mapping they are in), those of the shape the metadata holds (``formats/safety.py``)."""
+    out: dict[str, Any] = {}
     if not isinstance(found, dict):
         return out
     for k in NOTES:
@@ -59,4 +78,12 @@ def recorded_notes(found: Any) -> dict[str, list[Any]]:
         kept = [x for x in v if _note_ok(k, x)] if isinstance(v, list) else []
         if kept:
             out[k] = kept
+    sched = found.get(mkeys.SCHEDULE)
+    if isinstance(sched, dict):  # (the stretches and steps of the shapes the window reads)
+        sched = {k: v for k, v in sched.items() if k not in ("windows_ns", "recorded_steps")} | (
+            {"windows_ns": [w for w in sched["windows_ns"] if _window(w)]}
+            if isinstance(sched.get("windows_ns"), list) else {}) | (
+            {"recorded_steps": [x for x in sched["recorded_steps"] if type(x) is int]}
+            if isinstance(sched.get("recorded_steps"), list) else {})
+        out[mkeys.SCHEDULE] = sched
     return out

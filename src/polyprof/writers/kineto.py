@@ -113,7 +113,7 @@ def to_kineto(trace: Trace, distributed: dict[str, Any] | None = None) -> dict[s
     doc["displayTimeUnit"] = "ms"
     doc["baseTimeNanoseconds"] = base
     # (with the trace's warnings and plugin errors, which the reader restores)
-    doc["polyprof"] = {"clock": meta.get(mkeys.CLOCK_NAME, ""), "wall_shift_ns": shift, **notes(trace)}
+    doc["polyprof"] = {"clock": meta.get(mkeys.CLOCK_NAME, ""), "wall_shift_ns": shift, **notes(trace, shift)}
     return doc
 
 

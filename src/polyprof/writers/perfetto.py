@@ -411,7 +411,7 @@ def _device_metadata(trace: Trace, counters: dict[str, np.ndarray]) -> bytes:
     if categories:
         entries.append((PERFETTO_FLOW_CATEGORIES, categories))
     # the warnings and plugin errors (polyprof_warnings, polyprof_plugin_errors): the reader restores them
-    entries += [(PERFETTO_NOTES[k], v) for k, v in notes(trace).items()]
+    entries += [(PERFETTO_NOTES[k], v) for k, v in notes(trace, 0).items()]  # (and the schedule: times as written)
     if not entries:
         return b""
     meta = [w.message([(_CM_NAME, name), (_CM_JSON, json.dumps(v, default=json_default))])

@@ -23,7 +23,7 @@ from .devices import categorise_device_events, device_planes, legacy_plane, shar
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from .toplevel import not_read
-from ..export_notes import NOTES, recorded_notes
+from ..export_notes import CARRIED, recorded_notes
 from ..slice_lanes import LANE
 from ...trace import metadata_keys as mkeys
 from ...trace.sorting import median
@@ -331,17 +331,17 @@ def anchor_host(trace: Trace, top: dict[str, Any]) -> None:
         trace.sources[0].host = host
 
 
-def _recorded(meta: dict[str, Any]) -> dict[str, list[Any]]:
-    """The warnings and plugin errors of the trace polyprof exported (the Chrome export's
+def _recorded(meta: dict[str, Any]) -> dict[str, Any]:
+    """The warnings, plugin errors and schedule of the trace polyprof exported (the Chrome export's
     ``otherData``, the Kineto export's ``polyprof`` key: ``formats/chrome.py: notes``),
     taken out of those keys' verbatim copies in ``meta``: the metadata holds them once."""
-    out: dict[str, list[Any]] = {}
+    out: dict[str, Any] = {}
     for key in ("otherData", "polyprof"):
         held = meta.get(key)
-        if isinstance(held, dict) and any(k in held for k in NOTES):
+        if isinstance(held, dict) and any(k in held for k in CARRIED):
             for k, v in recorded_notes(held).items():
-                out[k] = out.get(k, []) + v
-            meta[key] = {k: v for k, v in held.items() if k not in NOTES}
+                out[k] = out.get(k, []) + v if isinstance(v, list) else v
+            meta[key] = {k: v for k, v in held.items() if k not in CARRIED}
     return out
 
 
@@ -433,8 +433,9 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
     warnings = kept.get(mkeys.WARNINGS, []) + warnings  # the recording's first, as it had them
     if warnings:
         meta[mkeys.WARNINGS] = warnings
-    if mkeys.PLUGIN_ERRORS in kept:
-        meta[mkeys.PLUGIN_ERRORS] = kept[mkeys.PLUGIN_ERRORS]
+    for k in (mkeys.PLUGIN_ERRORS, mkeys.SCHEDULE):
+        if k in kept:
+            meta[k] = kept[k]
     if col.other_meta:
         meta[mkeys.CHROME_METADATA_EVENTS] = col.other_meta
     return meta

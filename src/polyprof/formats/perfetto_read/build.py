@@ -141,8 +141,9 @@ def _notes(meta: dict, chrome_meta: dict, warnings: list[str]) -> None:
     said = kept.get(mkeys.WARNINGS, []) + warnings
     if said:
         meta[mkeys.WARNINGS] = said
-    if mkeys.PLUGIN_ERRORS in kept:
-        meta[mkeys.PLUGIN_ERRORS] = kept[mkeys.PLUGIN_ERRORS]
+    for k in (mkeys.PLUGIN_ERRORS, mkeys.SCHEDULE):
+        if k in kept:
+            meta[k] = kept[k]
 
 
 #: the kind of a row left out (:func:`_beyond`): neither a begin nor an end, not kept
