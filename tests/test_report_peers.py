@@ -120,21 +120,14 @@ def test_jax_gpu_report_shows_the_numbers_of_summary_json(tmp_path):
     """JAX on an H200 (XSpace): the overview (events, spans, steps, MFU), the first rows
     of the ops and kernels tables and the memory peak read as ``summary --json`` gives
     them; a click on the "train" step shows its name and duration; search finds it."""
-    import cdp
 
     p = subprocess.run([sys.executable, "-m", "polyprof", "summary", "--json", str(JAX_H200)], capture_output=True,
                        text=True, timeout=300)
     js = json.loads(p.stdout)
     ov, T = js["overview"], js["tables"]
     out = tmp_path / "r.html"
-    subprocess.run([sys.executable, "-m", "polyprof", "report", str(JAX_H200), "-o", str(out)], check=True,
-                   capture_output=True, timeout=300)
-    page = cdp.Page(chromium())
+    page, kv = _report_overview(JAX_H200, out)
     try:
-        page.open(out, READY)
-        assert page.eval("window.__errors.length") == 0
-        kv = page.eval("[].map.call(document.querySelectorAll('#overview-kv > *'), function (e) { return e.textContent; })")
-        kv = dict(zip(kv[::2], kv[1::2]))
         assert kv["events"] == str(ov["events"]) == "358"
         assert kv["trace span"] == _fmt_ns(ov["trace_span_ns"], 3)
         assert kv["analysed span"].startswith(f"{_fmt_ns(ov['analysed_span_ns'], 3)} ({ov['steps']} steps")
@@ -214,22 +207,26 @@ def test_the_overview_says_how_much_of_the_span_was_recorded(tmp_path):
     """One process's two files, 4.05 ms apart, no steps: the page said "analysed span 5.95
     ms (no steps: whole trace)" under a window line that leaves the time between them
     out; it says how much of the span was recorded, as the terminal summary does."""
-    import cdp
 
     for i, t0 in enumerate((1e6, 1e6 + 5000.0)):
         ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": t0 + k * 100.0, "dur": 50.0}
               for k in range(10)]
         (tmp_path / f"vm_7.{i}.pt.trace.json").write_text(json.dumps({"schemaVersion": 1, "host_name": "vm",
                                                                       "traceEvents": ev}))
-    out = tmp_path / "r.html"
-    subprocess.run([sys.executable, "-m", "polyprof", "report", str(tmp_path), "-o", str(out)], check=True,
+    page, kv = _report_overview(tmp_path, tmp_path / "r.html")
+    page.close()
+    assert kv["analysed span"] == "5.95 ms (no steps, 1.90 ms of it recorded)", kv
+
+
+def _report_overview(trace: Path, out: Path):
+    """``polyprof report`` of ``trace`` opened in Chromium (no script error): the page and
+    its overview's key-value pairs."""
+    import cdp
+
+    subprocess.run([sys.executable, "-m", "polyprof", "report", str(trace), "-o", str(out)], check=True,
                    capture_output=True, timeout=300)
     page = cdp.Page(chromium())
-    try:
-        page.open(out, READY)
-        assert page.eval("window.__errors.length") == 0
-        kv = page.eval("[].map.call(document.querySelectorAll('#overview-kv > *'), function (e) { return e.textContent; })")
-        kv = dict(zip(kv[::2], kv[1::2]))
-        assert kv["analysed span"] == "5.95 ms (no steps, 1.90 ms of it recorded)", kv
-    finally:
-        page.close()
+    page.open(out, READY)
+    assert page.eval("window.__errors.length") == 0
+    kv = page.eval("[].map.call(document.querySelectorAll('#overview-kv > *'), function (e) { return e.textContent; })")
+    return page, dict(zip(kv[::2], kv[1::2]))
