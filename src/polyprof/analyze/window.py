@@ -237,8 +237,7 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray, also: str = "") ->
     analysed as time (:func:`_timed`); without those, or where it recorded none of the
     trace's steps, every step is analysed and the label says so. ``also``: the label's
     words for a span or rounding asked with AUTO's steps (``--span device`` alone)."""
-    said = "the steps its files recorded" if trace.metadata[mkeys.SCHEDULE].get("by") == mkeys.SCHEDULE_BY_FILES \
-        else "the steps the schedule recorded"
+    said = "the steps its files recorded" if _by_files(trace) else "the steps the schedule recorded"
     nums, pick = _recorded(trace, steps, every)
     every_words = ": every step analysed" if len(steps) else ""
     if nums is not None and not len(nums):
@@ -258,6 +257,12 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray, also: str = "") ->
         said += _between_words(runs)
     return Selection(pick, _label(steps, pick, said), True, lo=int(steps.start[pick[0]]), hi=int(steps.end[pick[-1]]),
                      stretches=runs)
+
+
+def _by_files(trace: Trace) -> bool:
+    """Whether the trace's stretches are one process's files (``ranks.sources.TraceFiles``)."""
+    meta = trace.metadata[mkeys.SCHEDULE]
+    return isinstance(meta, dict) and meta.get("by") == mkeys.SCHEDULE_BY_FILES
 
 
 def _recorded(trace: Trace, steps: Steps, every: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
@@ -363,7 +368,7 @@ def _timed(trace: Trace, steps: Steps, also: str = "") -> Selection | None:
     if not len(runs):
         return None
     length = int((runs[:, 1] - runs[:, 0]).sum())
-    if trace.metadata[mkeys.SCHEDULE].get("by") == mkeys.SCHEDULE_BY_FILES:
+    if _by_files(trace):
         words = f"the time its {len(runs)} files recorded, {fmt_ns(length)}" + (
             f": they hold no whole step ({len(steps)} cut by their edges not analysed)" if len(steps) else "")
     else:

@@ -79,11 +79,11 @@ def recorded_notes(found: Any) -> dict[str, Any]:
         if kept:
             out[k] = kept
     sched = found.get(mkeys.SCHEDULE)
-    if isinstance(sched, dict):  # (the stretches and steps of the shapes the window reads)
-        sched = {k: v for k, v in sched.items() if k not in ("windows_ns", "recorded_steps")} | (
-            {"windows_ns": [w for w in sched["windows_ns"] if _window(w)]}
-            if isinstance(sched.get("windows_ns"), list) else {}) | (
-            {"recorded_steps": [x for x in sched["recorded_steps"] if type(x) is int]}
-            if isinstance(sched.get("recorded_steps"), list) else {})
+    if isinstance(sched, dict):  # (its stretches and steps, those of the shapes the window reads)
+        sched = dict(sched)
+        for key, ok in (("windows_ns", _window), ("recorded_steps", lambda x: type(x) is int)):
+            held = sched.pop(key, None)
+            if isinstance(held, list):
+                sched[key] = [x for x in held if ok(x)]
         out[mkeys.SCHEDULE] = sched
     return out

@@ -485,12 +485,11 @@ def several_runs(sources: list[RankSource], assigned: list[Assigned]) -> None:
     hows = sorted({n[1] for n in named if n is not None})
     head = (f"{str(where) + ': ' if where else ''}{len(sources)} traces name {said(ranks)}, {often} "
             f"(their {', '.join(hows)}): several runs of a job, not one job of {len(sources)} ranks")
-    runs = {} if by_names else _run_globs(files, named)
     if by_names:
         listed = (f"the numbers in their file names ({', '.join(map(str, numbers))}) do not count ranks from 0, "
                   "so they are no ranks either")
         give = "give one file at a time, compare two with polyprof diff, or put each run in a folder of its own"
-    elif runs:
+    elif runs := _run_globs(files, named):
         first = next(iter(runs))
         listed = "the runs by file name: " + ", ".join(f"{g} ({said(rs)})" for g, rs in runs.items())
         give = f"give one run's files (e.g. {where / first if where else first}), or put each run in a folder of its own"

@@ -63,10 +63,8 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     if n * 8 >= TRIM_BYTES:  # the slices' columns, freed: their pages back before the Trace's are made
         trim()  # (a smaller load's pages are reused by the build: a trim would only cost it faults)
     uniq = _distinct(pair)
-    shared, host = shared_host_pairs(col, planes, pair // ntid, pair % ntid, cat_c, ntid) if col.device_label \
-        else (None, None)
-    track_of_pair = pair_tracks(col, planes, uniq, ntid, _written_by_polyprof(top),
-                                set(shared[host].tolist()) if shared is not None else set())
+    host_threads = shared_host_pairs(col, planes, uniq, pair, cat_c, ntid) if col.device_label else set()
+    track_of_pair = pair_tracks(col, planes, uniq, ntid, _written_by_polyprof(top), host_threads)
     track = _row_tracks(pair, uniq, np.array([track_of_pair[u] for u in uniq.tolist()], np.int32))
     progress.advance(1)
 

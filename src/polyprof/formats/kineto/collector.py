@@ -421,10 +421,12 @@ class _Collector:
 
     def _process_meta(self, pid: Any, name: str, value: Any) -> None:
         info = self.process.setdefault(pid, {})
-        if name == "process_labels" and isinstance(value, str) and isinstance(old := info.get(name), str) \
+        old = info.get(name)
+        if name == "process_labels" and isinstance(value, str) and isinstance(old, str) \
                 and (value.strip().upper() == "CPU") != (old.strip().upper() == "CPU"):
-            self.device_label[pid] = old if value.strip().upper() == "CPU" else value
-            value = value if value.strip().upper() == "CPU" else old  # (either order: the host's label stays)
+            host, device = (value, old) if value.strip().upper() == "CPU" else (old, value)
+            self.device_label[pid] = device
+            value = host  # (in either order: the host's label stays)
         info[name] = value
 
     # ---------------------------------------------------------------- the Trace

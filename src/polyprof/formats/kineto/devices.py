@@ -69,12 +69,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
             devprops[d["id"]] = d
     if counts is None:
         counts = np.bincount(pid_c, minlength=len(pid_vals)) if len(pid_c) else np.zeros(len(pid_vals), int)
-    # which pids show device-only categories
-    # the device categories the trace has (interning the others would add them to its
-    # strings, where the vendor hint below took "cuda_sync" for a CUDA runtime call)
-    dev_cat_ids = [i for i, s in enumerate(b.strings) if s in _DEVICE_CATEGORIES]
-    is_dev_cat = member(cat_c, np.array(dev_cat_ids, np.int32))
-    dev_pids = set(_distinct(pid_c[is_dev_cat]).tolist())
+    dev_pids = set(_distinct(pid_c[_of_device_category(col, cat_c)]).tolist())  # pids with device-only categories
     vendor_hint = ascend.VENDOR if ascend.is_ascend(col) else _vendor_hint(top, col.b.strings)
     if not vendor_hint and any(_legacy(pv, _LEGACY_CUDA) for pv in pid_vals):
         vendor_hint = "NVIDIA"
@@ -170,20 +165,28 @@ def shared_codes(col: "_Collector", planes: list[tuple[int, str]]) -> list[int]:
             if kind == "device" and _hashable(pid_vals[c]) and pid_vals[c] in col.device_label]
 
 
-def shared_host_pairs(col: "_Collector", planes: list[tuple[int, str]], pid_c: np.ndarray, tid_c: np.ndarray,
-                      cat_c: np.ndarray, ntid: int) -> tuple[np.ndarray, np.ndarray]:
-    """(pairs, no device activity): each (pid code * ntid + tid code) pair of a device pid
+def shared_host_pairs(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarray, pair: np.ndarray,
+                      cat_c: np.ndarray, ntid: int) -> set[int]:
+    """The (pid code * ntid + tid code) pairs, of ``uniq`` (the distinct ones of
+    ``pair``, each event's), that are a host process's threads on a device's pid: a pid
     also labelled ``CPU`` (``collector.device_label``: a host process whose pid is the
-    device's index, as Kineto numbers devices) and whether that thread holds no device
-    category (a host thread: ``build.pair_tracks`` puts it on the host plane)."""
+    device's index, as Kineto numbers devices), a thread of it with no device category
+    (``build.pair_tracks`` puts it on the host plane)."""
     shared = shared_codes(col, planes)
     if not shared:
-        return np.zeros(0, np.int64), np.zeros(0, bool)
-    on = member(pid_c, np.array(shared, pid_c.dtype))
-    pair = pid_c[on].astype(np.int64) * ntid + tid_c[on]
-    dev_cat_ids = np.array([i for i, s in enumerate(col.b.strings) if s in _DEVICE_CATEGORIES], np.int32)
-    pairs = _distinct(pair)
-    return pairs, ~member(pairs, _distinct(pair[member(cat_c[on], dev_cat_ids)]))
+        return set()
+    mine = uniq[member(uniq // ntid, np.array(shared, np.int64))]
+    with_device = _distinct(pair[_of_device_category(col, cat_c)])
+    return set(mine[~member(mine, with_device)].tolist())
+
+
+def _of_device_category(col: "_Collector", cat_c: np.ndarray) -> np.ndarray:
+    """Whether each event's category (``cat_c``, string ids) is one only a device's
+    timeline has (:data:`_DEVICE_CATEGORIES`; only those the trace has are looked up:
+    interning the others would add them to its strings, where ``device_planes``'s vendor
+    hint took "cuda_sync" for a CUDA runtime call)."""
+    ids = [i for i, s in enumerate(col.b.strings) if s in _DEVICE_CATEGORIES]
+    return member(cat_c, np.array(ids, np.int32))
 
 
 def _copy_lane(col: "_Collector", pid_vals: list, kinds: list[tuple[str, str, int]], counts: np.ndarray) -> None:
