@@ -19,7 +19,7 @@ import numpy as np
 
 from ..derive import cache
 from ..derive.intervals import child_time
-from ..trace.categories import Kind, collective_names, is_copy_name
+from ..trace.categories import MATRIX_KERNEL, Kind, collective_names, is_copy_name
 from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.keys import MODULE_STATS  # (not derive.lines: a summary need not import it)
@@ -335,6 +335,20 @@ def counted_kernels(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     computations' ops) counts its own time only (:func:`self_times`)."""
     rows, dur, step, cls = counted_kernel_rows(trace)
     return trace.events["name"][rows], dur, step, cls
+
+
+def matrix_kernel_pct(trace: Trace) -> float:
+    """The share (percent) of the window's device compute time in kernels whose names are
+    a matrix library's (:data:`~polyprof.trace.categories.MATRIX_KERNEL`: GEMMs and
+    convolutions); 0 without compute kernels."""
+    names, dur, _, cls = counted_kernels(trace)
+    names, dur = names[cls == COMPUTE], dur[cls == COMPUTE]
+    total = float(dur.sum())
+    if not total > 0:
+        return 0.0
+    uniq, inv = unique_inverse(names)
+    lib = np.fromiter((MATRIX_KERNEL.search(trace.strings[i]) is not None for i in uniq.tolist()), bool, len(uniq))
+    return 100.0 * float(dur[lib[inv]].sum()) / total
 
 
 def counted_kernel_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

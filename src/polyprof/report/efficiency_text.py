@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analyze.efficiency import range_profiled, uncounted_of
-from ..analyze.common import on_device
+from ..analyze.common import matrix_kernel_pct, on_device
 from ..analyze.frames import column
 from ..analyze.peaks import BY_HAND, UNRECOGNISED
 from ..analyze.units import fmt_ns, fmt_share, fmt_si
@@ -27,7 +27,7 @@ def mfu_line(report: Report) -> Para | None:
     m = report.tables.get("mfu")
     flops = float(column(m, "flops")[0]) if m is not None and len(m) else 0.0
     if not flops > 0:
-        return _no_shapes(report.trace) or _all_replays(uncounted_of(m))
+        return _no_shapes(report.trace) or _all_replays(uncounted_of(m)) or _matrix_uncounted(report.trace)
     pct, prec = float(column(m, "mfu_pct")[0]), str(column(m, "precision")[0])
     t_ns, rate = float(column(m, "time_ns")[0]), float(column(m, "flops_per_s")[0])
     peak, devices = float(column(m, "peak_flops_per_s")[0]), int(column(m, "devices")[0])
@@ -96,3 +96,18 @@ def _no_shapes(trace: Trace) -> Para | None:
     return Para((("MFU", "bold"), (" unknown: the ops carry no input shapes, which their FLOPs are counted from "
                                    "(torch.profiler's record_shapes=True; under polyprof run: --plugin-options "
                                    "'{\"torch\": {\"record_shapes\": true}}')", None)))
+
+
+def _matrix_uncounted(trace: Trace) -> Para | None:
+    """``MFU unknown: N% of kernel time ran in matrix kernels ...`` for a device trace
+    that counts no FLOPs while at least 5% of its compute kernel time is in GEMM or
+    convolution kernels (a kernel-only trace: Nsight Systems, rocprofv3; a torch trace
+    whose matrix ops polyprof counts no FLOPs for); None otherwise."""
+    if not trace.n_events or not on_device(trace):
+        return None
+    pct = matrix_kernel_pct(trace)
+    if not pct >= 5:
+        return None
+    return Para((("MFU", "bold"), (f" unknown: {pct:.0f}% of kernel time ran in matrix kernels (GEMM, "
+                                   "convolution), but the trace counts no FLOPs for them: no framework op with "
+                                   "input shapes polyprof counts, no XLA cost analysis, no FLOP counters", None)))

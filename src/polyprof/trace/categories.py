@@ -165,6 +165,12 @@ def collective_names(names: list[str]) -> np.ndarray:
     return out
 
 
+#: a matrix library's kernel, by its name: cuBLAS / cuBLASLt (``gemm``, ``xmma``, Hopper's
+#: ``nvjet``), CUTLASS, cuDNN and MIOpen convolutions, rocBLAS / hipBLASLt's Tensile
+#: kernels (``Cijk_``)
+MATRIX_KERNEL = re.compile(r"gemm|xmma|nvjet|cutlass|cublas|matmul|cudnn|conv(?!ert)|cijk_", re.IGNORECASE)
+
+
 def kinds_for_strings(strings: list[str]) -> np.ndarray:
     """Kind code for every entry of a string table (vectorised lookups use this)."""
     return np.fromiter((kind_of(s) for s in strings), dtype=np.int8, count=len(strings))

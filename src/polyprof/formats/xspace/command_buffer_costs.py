@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...trace.categories import MATRIX_KERNEL
 from ...trace.core import Trace
 from ...trace.sorting import unique_inverse
 from ...trace.stats import StatColumn
@@ -42,8 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polyprof")
 
-#: a library's kernel (cuBLAS, cuBLASLt, CUTLASS, cuDNN), by its name
-LIBRARY_KERNEL = re.compile(r"gemm|xmma|cutlass|cublas|matmul|cudnn|conv(?!ert)", re.IGNORECASE)
 #: the opcodes whose called computations are not run as ops of their own (fused
 #: computations, reducers and comparators)
 _INNER_CALLERS = frozenset(("fusion", "reduce", "reduce-window", "scatter", "select-and-scatter", "sort", "map",
@@ -80,7 +78,7 @@ def library_costs(trace: Trace, modules: HloModules, ran: dict[tuple[str, int], 
     out = LibraryCosts()
     rows = hlo.rows[at]
     names, name_of = unique_inverse(trace.events["name"][rows])  # (a regex per kernel name)
-    lib = np.array([bool(LIBRARY_KERNEL.search(trace.strings[int(n)])) for n in names.tolist()], bool)
+    lib = np.array([bool(MATRIX_KERNEL.search(trace.strings[int(n)])) for n in names.tolist()], bool)
     lib = lib[name_of.reshape(-1)]
     buffers = hlo.values[at]
     combos, inv = module_combos(trace, rows, np.zeros(len(rows), np.int64))
