@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 import numpy as np
 
 from ..derive import cache
+from ..derive.hlo_costs import empty
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.sorting import find, unique, unique_inverse
 from . import nesting
 
 if TYPE_CHECKING:
-    from ..formats.xspace.xla_costs import DeviceCosts
+    from ..derive.hlo_costs import DeviceCosts
 
 INPUT_DIMS, INPUT_TYPE, CONCRETE = keys.INPUT_DIMS, keys.INPUT_TYPE, keys.CONCRETE_INPUTS
 INPUT_STRIDES = "Input Strides"  # a framework op's input strides, JSON text (torch 2.x's record_shapes)
@@ -138,7 +139,9 @@ def hlo_costs(trace: Trace) -> DeviceCosts:
     holds (``formats/xspace/xla_costs.py``: a JAX GPU XSpace, whose kernels carry no
     figures of their own): ``rows`` ascending, ``flops``, ``bytes``, ``transcendentals``,
     ``precision``. Computed once per trace; empty for a trace without XLA ops."""
-    # the HLO decoder (protobuf) only for a trace with XLA ops: a Kineto or nsys summary never imports it
+    if keys.HLO_OP not in trace.stats:
+        return cache.memo(trace, "hlo_costs", lambda _: empty())
+    # the HLO decoder only for a trace with XLA ops: a Kineto or nsys summary never imports it
     from ..formats.xspace.xla_costs import costs
 
     return costs(trace)
