@@ -301,6 +301,10 @@ OTHER = ROOT / "tests" / "data" / "traces" / "kineto" / "sampled_rank0.json.gz"
     (["capture", "127.0.0.1:1", "--grace", "-1"], "argument --grace: -1: expected a number, 0 or more"),
     (["summary", str(NCCL), "--all-steps", "--skip-first", "2"], "--all-steps is --skip-first 0: give one of them"),
     (["summary", str(NCCL), "--steps="], "--steps '': expected A:B, A:, :B or N"),
+    # (read as step 5 alone before: the second number taken for a negative one and dropped)
+    (["summary", str(NCCL), "--steps=5-8"], "--steps '5-8': expected A:B, A:, :B or N (step numbers); steps 5 "
+                                            "to 8 are 5:9"),
+    (["diff", str(NCCL), str(OTHER), "--steps", "5 8"], "--steps '5 8': expected A:B"),
     (["report", str(NCCL), "--rank", "3", "-o", "r.html"], "--rank 3: "),
     (["export", str(NCCL), "--rank", "3", "-o", "r.json"], "--rank 3: "),
     (["capture", "127.0.0.1:1", "-o", "x", "--logdir", "d"], "-o and --logdir both name where to write"),

@@ -101,8 +101,12 @@ class Window(NamedTuple):  # not a frozen dataclass: made at every start (docs/b
         start = stop = None
         if steps is not None:
             m = re.match(_RANGE, steps)
-            if not m or (m.group(1) is None and m.group(3) is None):
-                raise WindowError(f"--steps {steps!r}: expected A:B, A:, :B or N (step numbers)")
+            if not m or (m.group(1) is None and m.group(3) is None) or (not m.group(2) and m.group(1) is not None
+                                                                      and m.group(3) is not None):
+                hint = ""
+                if m and m.group(1) is not None and m.group(3) is not None and int(m.group(3)) < 0:  # "5-8"
+                    hint = f"; steps {m.group(1)} to {-int(m.group(3))} are {m.group(1)}:{1 - int(m.group(3))}"
+                raise WindowError(f"--steps {steps!r}: expected A:B, A:, :B or N (step numbers){hint}")
             start = int(m.group(1)) if m.group(1) is not None else None
             stop = int(m.group(3)) if m.group(3) is not None else None
             if not m.group(2):  # a single number: that step
