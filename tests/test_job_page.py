@@ -201,3 +201,33 @@ def test_convert_of_one_file_shows_a_bar_on_a_terminal(traces_dir, tmp_path):
     text = _on_a_terminal("convert", str(traces_dir / "kineto" / "a100_nccl_rank0.json.gz"), "-o",
                           str(tmp_path / "one.store"))
     assert "convert" in text and "0/1" in text and "wrote store" in text
+
+
+@pytest.mark.skipif(chromium() is None, reason="needs chromium")
+def test_unknown_collective_sizes_and_no_waiting_collectives_read_as_such(traces_dir, tmp_path):
+    """HTA's two sampled ranks: their all-to-alls carry no message size, which the page's
+    Collectives table showed as "0 B" (the terminal's "-"); no collective waited on a late
+    rank, which showed as a bare "None." under the Stragglers table, read as its own."""
+    import shutil
+
+    import cdp
+
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in (0, 1):
+        shutil.copy(traces_dir / "kineto" / f"sampled_rank{r}.json.gz", d)
+    out = tmp_path / "job.html"
+    assert main(["report", str(d), "-o", str(out), "-j", "1"]) == 0
+    p = cdp.Page(chromium())
+    try:
+        p.open(out, "document.documentElement.getAttribute('data-tl-ready')")
+        rows = p.eval("Array.from(document.querySelectorAll('#collectives-table tbody tr')).map(function (r) "
+                      "{ return Array.from(r.cells).map(function (c) { return c.textContent; }); })")
+        heads = p.eval("Array.from(document.querySelectorAll('#collectives-table th')).map(function (c) "
+                       "{ return c.textContent; })")
+        alltoall = next(r for r in rows if r[heads.index("op")] == "alltoall")
+        assert alltoall[heads.index("bytes")] == "-", alltoall
+        assert p.eval("document.getElementById('straggler-collectives-table').innerText") == \
+            "No collective waited on a late rank."
+    finally:
+        p.close()

@@ -27,7 +27,7 @@ from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
-from ..trace.model import Plane
+from ..trace.model import Plane, Track
 from ..trace.sorting import lexsort, unique
 from .common import qualified_names
 from .critical_path import path_owner, step_windows
@@ -43,13 +43,19 @@ UNOWNED = {"kernel_launch_delay": "launch delay", "kernel_kernel_delay": "kernel
             "stream_order": "stream order"}  # (zero weight: never a slice)
 
 
+def is_path_track(track: Track) -> bool:
+    """Whether ``track`` is one of the path's lanes ("critical path", "critical path (2)",
+    ...: :func:`add_path_tracks`), whose slices are copies of events counted once."""
+    return track.kind == "derived" and (track.name == TRACK or track.name.startswith(TRACK + " ("))
+
+
 def with_critical_path(trace: Trace, window: WindowArg = None) -> Trace:
     """``trace`` plus the "critical path" track (the input is not changed; a trace that
     has the track already is returned as it is): the path of each step ``window``
     selects (``analyze/window.py``, as the summary's ``critical_path`` table; None: every
     step, or the whole trace without steps). The window's view is made for the call and
     let go (``view(keep=False)``), not kept on ``trace``."""
-    if any(t.name == TRACK and t.kind == "derived" for t in trace.tracks):
+    if any(is_path_track(t) for t in trace.tracks):
         return trace
     host = _busiest_host(trace)
     if host is None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..analyze.common import qualified_names
 from ..analyze.critical_path import path_owner, step_windows
-from ..analyze.critical_path_track import TRACK, UNOWNED, add_path_tracks
+from ..analyze.critical_path_track import UNOWNED, add_path_tracks, is_path_track
 from ..analyze.depgraph import EDGE_TYPES
 from ..analyze.longest_path import longest_path
 from ..trace import metadata_keys as mkeys
@@ -43,7 +43,7 @@ def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
     """``merged`` plus the job's "critical path" track (``merged`` is not changed; one that
     has the track already is returned as it is). ``traces``: the ranks, as loaded;
     ``clocks``: their alignment onto the clock ``merged`` is on (``critical_path.align``)."""
-    if any(t.name == TRACK and t.kind == "derived" for t in merged.tracks):
+    if any(is_path_track(t) for t in merged.tracks):
         return merged
     host = next((p for p in merged.planes if p.kind == "host"), None)
     if host is None:

@@ -27,7 +27,7 @@ from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
-from ..analyze.critical_path_track import TRACK, with_critical_path
+from ..analyze.critical_path_track import is_path_track, with_critical_path
 from ..analyze.memory import memory
 from ..analyze.units import fmt_ns
 from ..analyze.window import WindowArg
@@ -366,7 +366,7 @@ class _Timeline:
             row = {"group": group_of.get(t.plane, prefix), "label": label[t.id], "kind": t.kind,
                    "device": trace.planes[t.plane].kind == "device",
                    "lanes": (lane_cuts + lo + base).tolist() + [int(hi + base)]}
-            if t.name == TRACK and t.kind == "derived":  # the path's stretches: copies of events counted once
+            if is_path_track(t):  # the path's stretches (each of its lanes): copies of events counted once
                 row["copy"] = True
             self.tracks.append(row)
         for col, v in (("start", start[rows]), ("dur", dur[rows]), ("name", ids[inv[rows]]),
