@@ -72,7 +72,8 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
     coll = rank_collectives(trace, rep.trace)
     return RankResult(rep.tables, rep.findings, rep.overview, coll, *anchor_of(trace),
                       overview_row(rep.tables, coll, trace.n_events, rep.overview.get("analysed_span_ns", 0),
-                                   rep.overview.get("analysed_span_start_ns")), stated_job(trace.metadata))
+                                   rep.overview.get("analysed_span_start_ns"), rep.overview.get("recorded_in_span_ns")),
+                      stated_job(trace.metadata))
 
 
 def stated_job(metadata: dict[str, Any]) -> dict[str, Any] | None:
@@ -152,13 +153,15 @@ def _is_anchor(a: Any) -> bool:
 
 
 def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns: int = 0,
-                 start_ns: int | None = None) -> tuple:
+                 start_ns: int | None = None, recorded_ns: int | None = None) -> tuple:
     """One rank's events, steps, breakdown and communication for the job's
     ``rank_overview`` (computed where the rank is analysed). Communication is the time
     covered by communication kernels on its devices, else (a job on CPUs: gloo, MPI) by
     its CPU backends' collectives and transfers in the window, from post to completion,
-    within the analysed span (``start_ns``, ``span_ns``) it is a share of: time a thread
-    waited in ``gloo:recv`` is communication."""
+    within the analysed span (``start_ns``, ``span_ns``): time a thread waited in
+    ``gloo:recv`` is communication. Its share is of the span's recorded time
+    (``recorded_ns``, where the span holds unrecorded time between profiler cycles), else
+    of the span."""
     st = tables.get("step_stats")
     if st is not None and len(st):
         _, first = np.unique(column(st, "step"), return_index=True)  # a step's first row (host time per step)
@@ -183,7 +186,8 @@ def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns:
         if start_ns is not None and span_ns:  # a collective begun in the window may end after it
             s, e = np.maximum(s, start_ns), np.minimum(e, start_ns + span_ns)
         comm = union_len(s, e)
-    comm_pct = 100.0 * comm / span_ns if span_ns else float("nan")
+    base = recorded_ns or span_ns
+    comm_pct = 100.0 * comm / base if base else float("nan")
     return (int(events), len(steps), float(steps.mean()) if len(steps) else float("nan"),
             median(steps) if len(steps) else float("nan"),
             float(steps.max()) if len(steps) else float("nan"), *pct, comm, comm_pct, int((inside & ~p2p).sum()),

@@ -272,7 +272,8 @@ class _Gathered:
         shell = wf.shell(empty, (int(s0), int(s1)), (t0, t1), selected, self.unsynced, self.on_device)
         findings = wf.rank_findings(shell, tables, self.found, self.unsynced, self.holders)
         return RankResult(tables, findings, overview, collectives, *anchor_of(shell),
-                          overview_row(tables, collectives, n, t1 - t0, t0), stated_job(meta))
+                          overview_row(tables, collectives, n, t1 - t0, t0, overview.get("recorded_in_span_ns")),
+                          stated_job(meta))
 
 
 def _joined(steps: list[Steps], skip: int) -> Steps:
