@@ -24,3 +24,16 @@ def test_communication_share_is_of_the_recorded_time(job_json):
     base_ms = [100 * r["communication_ns"] / r["communication_pct"] / 1e6 for r in rows.values()]
     assert base_ms == pytest.approx([219.3, 219.3], abs=5)  # each rank's recorded time, not its span
     assert rows[0]["communication_pct"] == pytest.approx(90.7, abs=0.5) and rows[1]["communication_pct"] < 5
+
+
+def test_the_late_rank_is_named_on_its_hosts_clock(job_json):
+    """Rank 1, late at every recorded all-reduce, bounds its clock fit from one side only
+    (43.7 ms: no arrival told lateness from clock error, and no straggler was named); both
+    ranks name one host, whose clock places it within the collectives' bound."""
+    (al,) = [a for a in job_json["tables"]["rank_alignment"]["records"] if a["rank"] == 1]
+    assert al["method"] == "one host's clock" and al["aligned"] and al["bound_ns"] == 10e6, al
+    assert "both on host vm, whose clock the collectives agree with (their bound 43.7 ms)" in al["message"]
+    (f,) = [f for f in job_json["findings"] if f["id"] == "straggler"]
+    assert f["evidence"]["rank"] == 1 and f["evidence"]["last_count"] == 4
+    # of the others' recorded time, not of the span with the time between the cycles
+    assert f["evidence"]["wait_share_pct"] == pytest.approx(87.6, abs=0.5)

@@ -35,7 +35,7 @@ reported as not aligned from events.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ import numpy as np
 from ..analyze.collective_roots import ROOT_RECEIVES, ROOT_SENDS, UNBOUND
 from ..analyze.common import rows_frame
 from ..analyze.table import Table
-from ..analyze.units import fmt_size
+from ..analyze.units import fmt_ns, fmt_size
 from ..trace import clock
 from ..trace.clock import ClockFit
 from .transfers import align_transfers
@@ -54,6 +54,20 @@ MAX_SHIFT = 3
 #: use this much drift, and the bound covers it
 MAX_DRIFT_PPM = 100.0
 COLUMNS = ["rank", "offset_ns", "bound_ns", "method", "collectives", "drift_ppm", "aligned", "message"]
+#: the method of a rank whose collectives matched the reference rank's, placed by the
+#: clock of the host both name (tighter than the collectives' bound, and within it)
+ONE_HOST = "one host's clock"
+#: the methods of a rank whose collectives are matched to the reference rank's
+MATCHED = ("reference", "collectives", ONE_HOST)
+#: the bound given a rank placed by its host's clock. One clock's times agree to the µs,
+#: but the bound is also the straggler analysis's tolerance for ties (ranks arriving within
+#: it cannot be told apart: ranks/stragglers.py), which was set by collective fits of 2-5
+#: ms on real gloo jobs; a µs bound makes µs wander of a collective's start read as
+#: lateness (a relayed broadcast charged to the relaying rank). So the host's clock caps a
+#: fit wider than this rather than replacing it: a rank late at every collective, which
+#: the collectives bound from one side only, by its lateness (43.7 ms for a rank 50 ms
+#: late), and no arrival told it from clock error
+ONE_HOST_BOUND_NS = 10_000_000.0
 
 
 @dataclass
@@ -324,7 +338,7 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
            f"no collective bound its clock from both sides: {one_sided}" if one_sided else
            "no collective matched the reference rank's") + (f", and {note}" if note else "")
     on_session = {r: bool(session.get(r)) for r in (rank, ref)}
-    a, b = ({**WALL_IDENTITY, **anchors.get(r, {})} if not on_session[r] else anchors.get(r) for r in (rank, ref))
+    a, b = (_anchor(r, anchors, session) for r in (rank, ref))
     ha, hb = (a or {}).get("host"), (b or {}).get("host")
     same = bool(ha) and ha == hb
     if any(on_session.values()) and a and b:
@@ -343,6 +357,30 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
         "hosts agree only as well as NTP keeps them"
     return RankClock(rank, clock.constant(0, math.nan, "recorded clock"), False, 0, 0,
                      f"{why}: times kept as recorded (wall clock; {agree})")
+
+
+def _anchor(rank: int, anchors: dict[int, dict[str, Any]], session: dict[int, bool]) -> dict[str, Any] | None:
+    """The rank's wall anchor: its own; for a rank whose times are the wall clock (not a
+    session's), the identity where it has none."""
+    return anchors.get(rank) if session.get(rank) else {**WALL_IDENTITY, **anchors.get(rank, {})}
+
+
+def _on_one_host(c: RankClock, ref: int, anchors: dict[int, dict[str, Any]], session: dict[int, bool]) -> RankClock:
+    """``c`` (a rank aligned from its collectives) placed by the clock of the one host it
+    and the reference rank name, bound :data:`ONE_HOST_BOUND_NS`, where that clock's
+    offset lies within the collectives' bound and the bound is tighter than theirs: the
+    same machine's clock (one wall clock, one monotonic clock) needs no fit. Otherwise
+    ``c`` as it is."""
+    a, b = _anchor(c.rank, anchors, session), _anchor(ref, anchors, session)
+    host = (a or {}).get("host")
+    if not a or not b or not host or b.get("host") != host:
+        return c
+    fit = clock.from_anchors(a, b, method=ONE_HOST)
+    fit = replace(fit, bound_ns=max(fit.bound_ns, ONE_HOST_BOUND_NS), n=c.fit.n)
+    if not fit.bound_ns < c.fit.bound_ns or abs(fit.offset_ns - c.fit.offset_ns) > c.fit.bound_ns + fit.bound_ns:
+        return c
+    msg = f"both on host {host}, whose clock the collectives agree with (their bound {fmt_ns(c.fit.bound_ns)})"
+    return RankClock(c.rank, fit, True, c.matched, c.shift, "; ".join(x for x in (c.message, msg) if x), c.seq_map)
 
 
 def _no_peer(t: Table) -> str:
@@ -381,7 +419,7 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
                 msg = "collectives matched by their sequence numbers (Seq)"
             note = _unmatched_note(r_, o_, n, (ref, r), seq_map)
             msg = "; ".join(x for x in (msg, note) if x)
-            out[r] = RankClock(r, fit, True, n, shift, msg, seq_map)
+            out[r] = _on_one_host(RankClock(r, fit, True, n, shift, msg, seq_map), ref, anchors, session)
     why = _by_transfers(tables, ref, out)
     for r in ranks:
         if r not in out:

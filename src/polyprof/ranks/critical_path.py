@@ -40,7 +40,7 @@ from ..derive import cache
 from ..analyze.table import Table
 from ..trace.core import Trace
 from ..trace.sorting import unique
-from .align import RankClock, align_ranks
+from .align import MATCHED, RankClock, align_ranks
 from .collectives import collective_table
 
 COLUMNS = ["rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns"]
@@ -178,7 +178,7 @@ def _matches(parts: list[_Part], ranks: list[int]
 
 def _unjoined_why(part: _Part, clock: RankClock | None) -> str:
     """Why a rank is joined to no other in the step."""
-    if clock is not None and clock.fit.method not in ("reference", "collectives"):
+    if clock is not None and clock.fit.method not in MATCHED:
         said = clock.message.split(":", 1)[0] or clock.fit.method  # (align.py's reason, before its details)
         return f"its clock was not aligned from collectives ({said}), so none of them is known to match"
     if not part.n_colls:
@@ -329,7 +329,7 @@ def _reference_seq(c: RankClock, ct: Table) -> np.ndarray:
     rank whose clock was not aligned from collectives: none of its collectives was found
     to match (joining them by their own order would join different collectives, and
     could make the graph cyclic)."""
-    if c.fit.method not in ("reference", "collectives"):
+    if c.fit.method not in MATCHED:
         return np.full(len(ct), -1, np.int64)
     return c.reference_seq(ct)
 

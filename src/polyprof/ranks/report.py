@@ -67,7 +67,7 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
                                    {r: a for r in ranks if (a := results[r].anchor)},
                                    {r: results[r].session_clock for r in ranks},
                                    {r: int(results[r].overview_row[1]) for r in ranks},
-                                   {r: int(results[r].overview.get("analysed_span_ns") or 0) for r in ranks},
+                                   {r: _recorded(results[r].overview) for r in ranks},
                                    {r: step_bounds(results[r].tables.get("step_stats")) for r in ranks},
                                    {r for r in ranks if _from_journal(results[r], info.get(r))}, missing)
     if missing or world:
@@ -129,6 +129,12 @@ def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
     out = [_not_aligned_finding(bad, journals or set())] if len(bad) else []
     hosts = {r: str(a["host"]) for r, a in anchors.items() if a.get("host")}
     return tables, out + straggler_finding(per_rank, per_coll, windows or {}, steps_of, hosts, missing)
+
+
+def _recorded(overview: dict[str, Any]) -> int:
+    """A rank's analysed time: its analysed span's recorded stretches (profiler cycles),
+    else the span."""
+    return int(overview.get("recorded_in_span_ns") or overview.get("analysed_span_ns") or 0)
 
 
 def _windows(results: dict[int, RankResult]) -> str:
