@@ -523,3 +523,19 @@ def test_verbose_after_the_command():
     assert build_parser(only="summary").parse_args(["summary", "f"]).verbose == 0
     run = build_parser(only="run").parse_args(["run", "s.py", "-v"])
     assert run.verbose == 0 and "-v" in " ".join(map(str, vars(run).values())), vars(run)
+
+
+def test_out_of_memory_names_the_files_and_a_limit_too_low_to_start_is_one_line(tmp_path):
+    """A MemoryError said "polyprof: error: out of memory", no file named; under a limit
+    below NumPy's own mappings the summary printed a traceback from its import."""
+    import subprocess
+
+    from limits import polyprof_limited
+    from polyprof.cli.common import error_line
+
+    assert error_line(MemoryError(), ["a.json", "b.json"]).startswith(
+        "polyprof: error: a.json, b.json: out of memory (the process's memory limit")
+    r = subprocess.run(polyprof_limited("summary", str(NCCL), address_space=100 << 20), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("polyprof: error: cannot start: MemoryError importing NumPy"), r.stderr

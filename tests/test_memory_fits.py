@@ -284,3 +284,24 @@ def test_a_jobs_check_numbers_its_ranks_as_the_command_does(monkeypatch, tmp_pat
         check_job("report", job, jobs=1, **kw)
     lowest, detailed_small, small_first = needs
     assert detailed_small < lowest and small_first == detailed_small, needs
+
+
+def test_a_long_name_in_the_sample_costs_no_more_than_its_text(tmp_path):
+    """The sample's names were found with a pattern of one alternation per byte, whose
+    backtracking state held ~136 bytes per byte of a name: a 3 MB string in the first 4 MiB
+    took the check from 89 MB to 452 MB, and under a 450 MB limit the check's own
+    MemoryError refused a file that reads in 89 MB. Measured in a child: its peak RSS
+    grows by less than 40 MiB over the check."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "long.json"
+    path.write_bytes(b'{"traceEvents":[{"ph":"X","name":"k","pid":1,"tid":1,"ts":1,"dur":5,"args":{"name":"'
+                     + b"A" * 3_000_000 + b'\\"B"}},{"ph":"X","name":"op","pid":1,"tid":1,"ts":9,"dur":5}]}')
+    code = ("import resource, sys\nfrom polyprof.ranks.fits import json_shape\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "shape = json_shape(__import__('pathlib').Path(sys.argv[1]))\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, shape.names)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    grown_kib, names = out.stdout.split()
+    assert int(grown_kib) < 40 * 1024 and float(names) == 3.0, out.stdout + out.stderr  # k, AA..\"B, op

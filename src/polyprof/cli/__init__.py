@@ -7,9 +7,10 @@ import argparse
 import contextlib
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Sequence
 
 from .. import logs
 from ..errors import PolyprofError
@@ -133,7 +134,12 @@ def main(argv: list[str] | None = None, *, process_ends: bool = False) -> int:
     if command_of(argv) in QUICK_START:
         heap.quiet_start()
     elif command_of(argv) in READ_ONLY and not {"-h", "--help"} & set(argv):
-        blas.import_numpy_single_threaded()
+        try:
+            blas.import_numpy_single_threaded()
+        except (MemoryError, ImportError) as e:  # (an address-space limit below NumPy's own mappings)
+            print(f"polyprof: error: cannot start: {type(e).__name__} importing NumPy ({e}): the process's memory "
+                  "limit (ulimit -v or the container's) is below what polyprof needs to start", file=sys.stderr)
+            return 1
         heap.prepare_heap()
     try:
         return _main(argv, process_ends)
@@ -189,12 +195,18 @@ def _command(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         return 0
     except (PolyprofError, OSError, MemoryError) as e:
-        print(error_line(e), file=sys.stderr)
+        print(error_line(e, _inputs(args)), file=sys.stderr)
         return 1
     except Exception as e:  # noqa: BLE001 - one line, never a traceback (-vv logs it)
         if not _SIGNALLED:  # (a library that turned the signal into its own error: no internal error)
             print(error_line(e), file=sys.stderr)
         return 1
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """The files a command was given (its ``file`` or ``inputs`` argument)."""
+    given = getattr(args, "file", None) or getattr(args, "inputs", None) or []
+    return [str(x) for x in ([given] if isinstance(given, (str, os.PathLike)) else given)]
 
 
 #: commands that a SIGTERM or SIGHUP ends by unwinding, so that their ``finally`` blocks
@@ -269,6 +281,10 @@ def unwinding_on_signals(command: str | None) -> Iterator[None]:
 INTERRUPTED = 130
 
 
+def _bare_error_line(e: BaseException, inputs: Sequence[str] = ()) -> str:
+    return f"polyprof: error: {type(e).__name__}: {e}"
+
+
 def entry() -> None:
     """The ``polyprof`` command (console script and ``python -m polyprof``): :func:`main`
     (a SIGTERM unwinds it first: :func:`unwinding_on_signals`); then, after
@@ -284,8 +300,10 @@ def entry() -> None:
         print("polyprof: interrupted", file=sys.stderr)
         rc = INTERRUPTED
     if command_of(argv) in QUICK_EXIT:
-        from .common import error_line
-
+        try:
+            from .common import error_line
+        except (MemoryError, OSError):  # (no memory left to import it: a bare line)
+            error_line = _bare_error_line  # noqa: N806
         quick_exit(rc, lambda e: print(error_line(e), file=sys.stderr))
     sys.exit(rc)
 

@@ -293,15 +293,18 @@ def output_path(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     return out
 
 
-def error_line(e: BaseException) -> str:
-    """The one line the CLI prints for an exception (never a traceback; -vv logs one)."""
+def error_line(e: BaseException, inputs: Sequence[str] = ()) -> str:
+    """The one line the CLI prints for an exception (never a traceback; -vv logs one);
+    ``inputs``: the files the command read, named where the error does not say which
+    (running out of memory)."""
     if isinstance(e, PolyprofError):
         text = str(e)
     elif isinstance(e, OSError):
         where = f"{e.filename}: " if e.filename else ""
         text = f"{where}{e.strerror or e}"
     elif isinstance(e, MemoryError):
-        text = "out of memory"
+        text = (f"{', '.join(inputs)}: " if inputs else "") + ("out of memory (the process's memory limit, ulimit "
+                                                                "-v or the container's, is below what this needs)")
     else:
         logging.getLogger("polyprof").debug("internal error", exc_info=e)
         text = (f"internal error ({type(e).__name__}: {e}); please report it with the command line "
