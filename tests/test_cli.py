@@ -538,4 +538,4 @@ def test_out_of_memory_names_the_files_and_a_limit_too_low_to_start_is_one_line(
     r = subprocess.run(polyprof_limited("summary", str(NCCL), address_space=100 << 20), capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert r.stderr.startswith("polyprof: error: cannot start: MemoryError importing NumPy"), r.stderr
+    assert r.stderr.startswith("polyprof: error: out of memory starting `polyprof summary`"), r.stderr

@@ -74,6 +74,15 @@ class PeakError(PolyprofError):
 CUT = "..."
 
 
+def out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` is running out of memory: a MemoryError, or an ImportError of a
+    shared library the loader could not map (under an address-space limit: NumPy's
+    libgfortran, pyarrow's libarrow), NumPy's own wrapping it as its cause."""
+    if isinstance(e, MemoryError):
+        return True
+    return isinstance(e, ImportError) and any("failed to map segment" in str(x) for x in (e, e.__cause__) if x)
+
+
 def one_line(e: object, n: int | None = 200) -> str:
     """An exception's message (often another package's: pyarrow, DuckDB, sqlite3, an
     OSError, protobuf), or any text, as one line for a polyprof message: its white space,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any, Sequence
 
 from .. import logs
-from ..errors import PolyprofError
+from ..errors import PolyprofError, out_of_memory
 from ..lowlevel import blas, heap
 from ..lowlevel.exit import quick_exit
 from ..report.encoding import encodable
@@ -133,16 +133,18 @@ def main(argv: list[str] | None = None, *, process_ends: bool = False) -> int:
         heap.pause_for_command()
     if command_of(argv) in QUICK_START:
         heap.quiet_start()
-    elif command_of(argv) in READ_ONLY and not {"-h", "--help"} & set(argv):
-        try:
-            blas.import_numpy_single_threaded()
-        except (MemoryError, ImportError) as e:  # (an address-space limit below NumPy's own mappings)
-            print(f"polyprof: error: cannot start: {type(e).__name__} importing NumPy ({e}): the process's memory "
-                  "limit (ulimit -v or the container's) is below what polyprof needs to start", file=sys.stderr)
-            return 1
-        heap.prepare_heap()
     try:
+        if command_of(argv) in READ_ONLY and command_of(argv) not in QUICK_START and not {"-h", "--help"} & set(argv):
+            blas.import_numpy_single_threaded()
+            heap.prepare_heap()
         return _main(argv, process_ends)
+    except (MemoryError, ImportError) as e:  # before a command's own handling: importing it (a memory limit)
+        if not out_of_memory(e):
+            raise
+        print(f"polyprof: error: out of memory starting `polyprof {command_of(argv)}`: "
+              "the process's memory limit (ulimit -v or the container's) is below what polyprof needs to start",
+              file=sys.stderr)
+        return 1
     finally:
         heap.restore_collector(gc_was_enabled)
 
@@ -302,7 +304,7 @@ def entry() -> None:
     if command_of(argv) in QUICK_EXIT:
         try:
             from .common import error_line
-        except (MemoryError, OSError):  # (no memory left to import it: a bare line)
+        except (MemoryError, OSError, ImportError):  # (no memory left to import it: a bare line)
             error_line = _bare_error_line  # noqa: N806
         quick_exit(rc, lambda e: print(error_line(e), file=sys.stderr))
     sys.exit(rc)

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ..errors import OutputError, PolyprofError, one_line
+from ..errors import OutputError, PolyprofError, one_line, out_of_memory
 from ..trace.core import Trace
 
 if TYPE_CHECKING:
@@ -302,7 +302,7 @@ def error_line(e: BaseException, inputs: Sequence[str] = ()) -> str:
     elif isinstance(e, OSError):
         where = f"{e.filename}: " if e.filename else ""
         text = f"{where}{e.strerror or e}"
-    elif isinstance(e, MemoryError):
+    elif out_of_memory(e):
         text = (f"{', '.join(inputs)}: " if inputs else "") + ("out of memory (the process's memory limit, ulimit "
                                                                 "-v or the container's, is below what this needs)")
     else:
