@@ -212,3 +212,19 @@ def test_flags_win_over_the_environment(tmp_path):
     assert not (tmp_path / "env.polyprof").exists() and set(t.metadata["plugins"]) == {"host"}
     argv = list(t.metadata["session"]["argv"])
     assert len(argv) > 3 and set(argv[1:]) == {"<argument>"}
+
+
+def test_every_variable_is_named_after_its_flag_and_a_former_name_still_reads(monkeypatch):
+    """``--max-events`` was ``POLYPROF_MAX_HOST_EVENTS`` (the field's name), so the
+    README's ``POLYPROF_<NAME>`` (``POLYPROF_MAX_EVENTS``) was silently ignored."""
+    from dataclasses import fields
+
+    for f in fields(opts.SessionOptions):
+        flag = f.metadata["flags"][-1]
+        assert opts.env_name(f.name) == "POLYPROF_" + flag.lstrip("-").replace("-", "_").upper(), f.name
+    for name in opts.NAMES:
+        monkeypatch.delenv(opts.env_name(name), raising=False)
+    monkeypatch.setenv("POLYPROF_MAX_HOST_EVENTS", "7")
+    assert opts.make().max_host_events == 7
+    monkeypatch.setenv("POLYPROF_MAX_EVENTS", "9")  # the flag's name wins
+    assert opts.make().max_host_events == 9

@@ -15,7 +15,7 @@ option                  ``polyprof run`` flag        environment variable     de
 ``schedule``            ``--schedule TEXT``          ``POLYPROF_SCHEDULE``    every step
 ``delay``               ``--delay S``                ``POLYPROF_DELAY``       0
 ``duration``            ``--duration S``             ``POLYPROF_DURATION``    until the end
-``max_host_events``     ``--max-events N``           ``POLYPROF_MAX_HOST_EVENTS``  every section
+``max_host_events``     ``--max-events N``           ``POLYPROF_MAX_EVENTS``  every section
 ``options``             ``--plugin-options JSON``    ``POLYPROF_PLUGIN_OPTIONS``  none
 ``collect_timeout``     ``--collect-timeout S``      ``POLYPROF_COLLECT_TIMEOUT``  30
 ``call_timeout``        ``--call-timeout S``         ``POLYPROF_CALL_TIMEOUT``  10
@@ -163,9 +163,16 @@ class SessionOptions:
 NAMES = tuple(f.name for f in fields(SessionOptions))
 
 
+#: options whose environment variable is named after their flag, not the field
+_ENV = {"options": "PLUGIN_OPTIONS", "max_host_events": "MAX_EVENTS"}
+#: an earlier name of an option's variable, still read where the variable is not set
+_FORMER = {"max_host_events": "POLYPROF_MAX_HOST_EVENTS"}
+
+
 def env_name(name: str) -> str:
-    """The environment variable of option ``name``."""
-    return "POLYPROF_" + ("PLUGIN_OPTIONS" if name == "options" else name.upper())
+    """The environment variable of option ``name``: ``POLYPROF_`` and its flag's name
+    (``--max-events``: ``POLYPROF_MAX_EVENTS``)."""
+    return "POLYPROF_" + _ENV.get(name, name.upper())
 
 
 def make(environ: Mapping[str, str] | None = None, /, **given: object) -> SessionOptions:
@@ -186,10 +193,13 @@ def from_environ(environ: Mapping[str, str] | None = None) -> dict[str, object]:
     env = os.environ if environ is None else environ
     out: dict[str, object] = {}
     for name in NAMES:
-        text = env.get(env_name(name))
+        var = env_name(name)
+        if var not in env and _FORMER.get(name, "") in env:
+            var = _FORMER[name]
+        text = env.get(var)
         if text is not None and (text.strip() or name not in ("plugins", "output", "schedule", "options",
                                                                 "duration", "max_host_events")):
-            out[name] = _read(name, text, f"${env_name(name)}")
+            out[name] = _read(name, text, f"${var}")
     return out
 
 
