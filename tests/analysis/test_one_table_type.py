@@ -102,3 +102,18 @@ def test_the_documented_dataframe_way_works(traces_dir):
     assert df["name"].dtype == object and df["count"].dtype == np.int64
     top = df.sort_values("total_ns", ascending=False).iloc[0]
     assert top["total_ns"] == df["total_ns"].max()
+
+
+def test_select_takes_names_one_by_one_and_repr_cuts_long_text_in_the_middle():
+    """docs/analysis.md's ``kb.select("name", "total_ns")`` raised a TypeError (it took
+    one list); repr cut text from the end, so kernels alike in their first 40 characters
+    (``void at::native::vectorized_elementwise…``) read the same."""
+    from polyprof.analyze.table import Table
+
+    t = Table({"name": np.array(["void at::native::vectorized_elementwise_kernel<4, AddFunctor<float>>",
+                                 "void at::native::vectorized_elementwise_kernel<4, MulFunctor<float>>"], object),
+               "total_ns": np.array([2, 1]), "count": np.array([1, 1])})
+    assert t.select("name", "total_ns").columns == t.select(["name", "total_ns"]).columns == ["name", "total_ns"]
+    assert t.select("count").columns == ["count"]
+    lines = repr(t).splitlines()
+    assert lines[2] != lines[3] and "…" in lines[2], lines

@@ -167,9 +167,11 @@ class Table:
     def head(self, n: int = 5) -> "Table":
         return _table({k: v[:n] for k, v in self.data.items()})
 
-    def select(self, columns: str | Sequence[str]) -> "Table":
-        """A table of ``columns``, in that order (one name: that column alone)."""
-        return _table({c: self[c] for c in ([columns] if isinstance(columns, str) else columns)})
+    def select(self, columns: str | Sequence[str], *more: str) -> "Table":
+        """A table of ``columns``, in that order: names given one by one
+        (``select("name", "total_ns")``) or as one list."""
+        names = [columns, *more] if isinstance(columns, str) else [*columns, *more]
+        return _table({c: self[c] for c in names})
 
     def with_columns(self, **columns: Any) -> "Table":
         """This table with ``columns`` added at the end (or replaced where they are)."""
@@ -263,7 +265,10 @@ def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     s = str(v)
-    return s if len(s) <= _REPR_TEXT else s[: _REPR_TEXT - 1] + "…"
+    # cut in the middle, as the CLI's tables do: kernels alike in their first 40 characters
+    # (``void at::native::vectorized_elementwise_kernel<...>``) stay apart by their ends
+    half = (_REPR_TEXT - 1) // 2
+    return s if len(s) <= _REPR_TEXT else s[:half] + "…" + s[len(s) - (_REPR_TEXT - 1 - half):]
 
 
 def _with_gaps(dtype: np.dtype) -> np.dtype:
