@@ -122,3 +122,19 @@ def test_traces_in_memory_given_as_a_list_are_numbered_as_given():
     t = polyprof.load(DDP / "late.rank0.pt.trace.json.gz")
     ts = polyprof.load_ranks([t, t])
     assert ts.ranks == [0, 1] and {e.how for e in ts.entries} == {"order"}
+
+
+def test_workers_numbered_by_their_names_keep_them_beside_a_driver_file(tmp_path, capsys):
+    """A Dask job as docs/capture.md writes it: ``worker-0.polyprof`` and
+    ``worker-1.polyprof`` from the workers and the driver's ``driver.polyprof`` beside
+    them, none naming a rank in its data. Before, one name without a number put every
+    file in the order given: the driver rank 0, the workers renumbered 1 and 2."""
+    src = TRACES / "kineto" / "triton_example.json.gz"
+    for name in ("driver", "worker-0", "worker-1"):
+        shutil.copy(src, tmp_path / f"{name}.json.gz")
+    from polyprof.cli import main
+
+    assert main(["summary", str(tmp_path), "--json", "-j", "1"]) == 0
+    rows = json.loads(capsys.readouterr().out)["tables"]["rank_overview"]["records"]
+    assert [(r["rank"], Path(r["file"]).name, r["rank_from"]) for r in rows] == [
+        (0, "worker-0.json.gz", "file name"), (1, "worker-1.json.gz", "file name"), (2, "driver.json.gz", "order")]

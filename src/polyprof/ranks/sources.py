@@ -441,17 +441,22 @@ def assign_ranks(sources: Iterable[RankSource], rank_by: str = "auto") -> list[A
 
 
 def _by_file_name(sources: list[RankSource]) -> list[Assigned] | None:
-    """The ranks the file names give when they all hold distinct numbers (a number no
-    word names a rank, a host's: "34.83.195.179_6003", "chi-mi300x-013", only when the
-    names count the files from 0), else None."""
+    """The ranks the file names give when they hold distinct numbers (a number no word
+    names a rank, a host's: "34.83.195.179_6003", "chi-mi300x-013", only when the names
+    count the files from 0), else None. Where some names hold none (a Dask driver's
+    ``driver.polyprof`` beside ``worker-0`` and ``worker-1``), those that do keep their
+    numbers when at least two do, and the others are numbered after them in the order
+    given (before: every file by the order, the workers renumbered 1 and 2)."""
     found = [s.in_name() for s in sources]
-    if any(f is None for f in found):
+    given = [f for f in found if f is not None]
+    if len(given) < (len(found) if len(found) < 3 else 2):
         return None
-    numbers = [f[0] for f in found]  # type: ignore[index]
-    said = all(f[1] for f in found)  # type: ignore[index]
-    if len(set(numbers)) == len(numbers) and (said or sorted(numbers) == list(range(len(numbers)))):
-        return [Assigned(n, "file name") for n in numbers]
-    return None
+    numbers = [f[0] for f in given]
+    said = all(f[1] for f in given)
+    if len(set(numbers)) != len(numbers) or not (said or sorted(numbers) == list(range(len(numbers)))):
+        return None
+    free = iter(range(max(numbers) + 1, max(numbers) + 1 + len(found)))
+    return [Assigned(f[0], "file name") if f is not None else Assigned(next(free), "order") for f in found]
 
 
 def several_runs(sources: list[RankSource], assigned: list[Assigned]) -> None:
