@@ -42,6 +42,7 @@ from ..lowlevel import heap
 from ..report.encoding import encodable
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
+from ..trace.identity import launcher_rank
 from ..collect import options
 from ..collect.output import not_ours, per_rank, written_line
 from .thread_end import end_threads, reopened
@@ -333,13 +334,16 @@ def run(args: argparse.Namespace) -> int:
                     if signal.getsignal(s) == _on_signal:
                         signal.signal(s, h)
             assert trace is not None
-            if not args.no_summary and not isinstance(sys.stdout, _Discard):
+            job = launcher_rank()
+            if not args.no_summary and not isinstance(sys.stdout, _Discard) and not (job and job[0] and job[1] > 1):
                 try:
                     apply_peak(args)
                     print_summary(trace)
                 except Exception as e:  # noqa: BLE001 - the script's exit code and the trace's line come first
                     print(f"{error_line(e)} (in the summary; the trace is written)", file=sys.stderr)
             _report_written(session, trace.n_events, cwd)
+            if not args.no_summary and job and job[1] > 1:
+                _job_note(job, session, cwd)
             _note_nothing_recorded(trace)
             if os.environ.get("POLYPROF_DEBUG_EXIT"):
                 print(f"polyprof: script exit code {code}", file=sys.stderr)
@@ -452,6 +456,17 @@ def _report_written(session: Session, n_events: int, cwd: str) -> None:
     if session.ended_by is not None:
         return
     print(written_line(session.written, n_events, cwd), file=sys.stderr)
+
+
+def _job_note(job: tuple[int, int], session: Session, cwd: str) -> None:
+    """Under a launcher (torchrun, MPI, SLURM), one rank of ``job`` (rank, world size):
+    rank 0 printed its summary, which says so; the others print none (a job of 8 ranks
+    printed 8 summaries, none naming its rank), and each says how to see the job's."""
+    path = session.written.path if session.written else None
+    where = os.path.dirname(os.path.relpath(path, cwd)) if path else ""
+    which = "the summary above is rank 0's alone" if not job[0] else f"rank {job[0]}'s summary is left out"
+    print(f"polyprof: rank {job[0]} of {job[1]}: {which}; the job's, every rank side by side: polyprof summary "
+          f"{where or '.'}", file=sys.stderr)
 
 
 def _note_nothing_recorded(trace: Trace) -> None:

@@ -52,6 +52,17 @@ def rank_from_env(env: Mapping[str, str] | None = None) -> int | None:
     return None
 
 
+def launcher_rank(env: Mapping[str, str] | None = None) -> tuple[int, int] | None:
+    """(rank, world size) a launcher set (torchrun, MPI, SLURM: :data:`LAUNCHER_VARIABLES`,
+    the first pair set), or None outside one."""
+    found: Mapping[str, str] = os.environ if env is None else env
+    for rank, size in LAUNCHER_VARIABLES:
+        r, n = found.get(rank, ""), found.get(size, "")
+        if r.isdigit() and n.isdigit():
+            return int(r), int(n)
+    return None
+
+
 def identify(trace: Trace, label: str = "", host: str = "", pid: int = 0, rank: int | None = None) -> Trace:
     """Fill the identity of a single-source trace (in place) from the arguments and its
     metadata; what is already set is kept. A trace of several sources is left alone."""
