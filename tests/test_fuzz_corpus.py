@@ -68,8 +68,11 @@ def test_load_gives_a_trace_or_one_named_error(path: Path):
 
 def test_the_issue_examples_say_what_is_wrong():
     k = CORPUS / "kineto"
-    with pytest.raises(TraceFormatError, match="beyond the range of int64 ns"):
-        polyprof.load(k / "issue-ts-beyond-int64.json")
+    # a time beyond +-2**62 ns: that event dropped and counted, as the other readers drop such
+    # rows (before: the whole file refused for one event)
+    t = polyprof.load(k / "issue-ts-beyond-int64.json")
+    assert t.n_events == 0 and any("1 events whose ts is beyond +-2**62 ns" in str(w)
+                                   for w in t.metadata["warnings"]), t.metadata["warnings"]
     with pytest.raises(TraceFormatError, match="member 'events.arrow' cannot be read.*CRC"):
         polyprof.load(CORPUS / "native" / "issue-crc-error.polyprof")
     with pytest.raises(TraceFormatError, match="corrupt gzip data"):
@@ -131,3 +134,21 @@ def test_cli_summary_report_export_give_a_result_or_one_line(path: Path, tmp_pat
             assert rc == 0 or (rc == 1 and len(errors) == 1 and "internal error" not in errors[0]), (argv, err)
         else:
             assert rc == 1 and len(errors) == 1 and errors[0].startswith(f"polyprof: error: {path}: "), (argv, err)
+
+
+def test_an_event_beyond_the_clocks_range_loses_itself_not_the_file(tmp_path):
+    """One event with a ts (or dur) beyond +-2**62 ns among good ones: the good ones read,
+    the bad ones counted (before: "an event ts of 1e+18 µs is beyond the range of int64
+    ns", every event of the file lost)."""
+    import json
+
+    ev = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1e18, "dur": 5, "cat": "cpu_op"},
+          {"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "cat": "cpu_op"},
+          {"ph": "X", "name": "c", "pid": 1, "tid": 1, "ts": 20, "dur": 1e300, "cat": "cpu_op"},
+          {"ph": "X", "name": "d", "pid": 1, "tid": 1, "ts": 30, "dur": 3, "cat": "cpu_op"}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    t = polyprof.load(path)
+    assert sorted(t.strings[i] for i in t.events["name"].tolist()) == ["b", "d"]
+    (w,) = [str(w) for w in t.metadata["warnings"] if "not imported" in str(w)]
+    assert "1 X events whose dur is beyond +-2**62 ns" in w and "1 events whose ts is beyond +-2**62 ns" in w, w

@@ -145,9 +145,9 @@ class _Collector:
                     self.dropped.add(lenient.NO_TS)
                     continue
                 times.append(int(ns[0]))
-            except NotANumber:
+            except NotANumber as bad:
                 if codes[i] != _M:
-                    self.dropped.add("events whose ts is not a number")
+                    self.dropped.add(f"events whose ts is {bad.dropped_as}")
                     continue
                 e.ts = _NULL
                 times.append(0)
@@ -249,8 +249,8 @@ class _Collector:
             if ev_codes[i] == _X:
                 try:
                     d = int(_ns_of([e.dur], self.path, "dur")[0])
-                except NotANumber:
-                    self.dropped.add("X events whose dur is not a number")
+                except NotANumber as bad:
+                    self.dropped.add(f"X events whose dur is {bad.dropped_as}")
                     continue
             keep.append(i)
             durs.append(d)

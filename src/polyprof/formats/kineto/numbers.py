@@ -86,8 +86,8 @@ def _times(raws: list, path: Path, what: str) -> tuple[np.ndarray, np.ndarray | 
     unset = np.isnan(us)  # null (None), or a string such as "nan"
     far = np.flatnonzero(np.abs(us) > _RANGE_US)
     if len(far):
-        raise TraceFormatError(path, f"an event {what} of {values[far[0]]!r} µs is beyond the range of "
-                                     "int64 ns (+-2**62 ns, about 146 years)")
+        raise OutOfRange(path, f"an event {what} of {values[far[0]]!r} µs is beyond the range of "
+                               "int64 ns (+-2**62 ns, about 146 years)")
     out = _us_to_ns(us)
     big = np.abs(us) >= _EXACT_LIMIT_US  # a double's ulp here is more than 1 ns
     if big.any():
@@ -118,6 +118,17 @@ def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
 class NotANumber(TraceFormatError):
     """A time that is not a number (a string of letters, an object): the reader drops
     that event and counts it (``collector.py``); other bad times refuse the file."""
+
+    #: what the dropped events' times were, in the count's words
+    dropped_as = "not a number"
+
+
+class OutOfRange(NotANumber):
+    """A time beyond +-2**62 ns (damage, not a clock): dropped and counted as a time that
+    is not a number is, as the Nsight, RPD, rocprofv3 and Perfetto readers drop such rows
+    (before, one such event refused the whole file)."""
+
+    dropped_as = "beyond +-2**62 ns (about 146 years)"
 
 
 def _floats(values: list, path: Path, what: str) -> np.ndarray:
