@@ -152,3 +152,20 @@ def test_an_event_beyond_the_clocks_range_loses_itself_not_the_file(tmp_path):
     assert sorted(t.strings[i] for i in t.events["name"].tolist()) == ["b", "d"]
     (w,) = [str(w) for w in t.metadata["warnings"] if "not imported" in str(w)]
     assert "1 X events whose dur is beyond +-2**62 ns" in w and "1 events whose ts is beyond +-2**62 ns" in w, w
+
+
+def test_a_byte_order_mark_before_the_json_is_skipped(tmp_path):
+    """A UTF-8 byte-order mark (Windows editors write one; Python's json.loads(bytes)
+    accepts it) before a Kineto file's text: "unrecognised format" before; read as the
+    file without it, plain and gzipped."""
+    import gzip
+
+    src = Path(__file__).parent / "data" / "traces" / "kineto" / "triton_example.json.gz"
+    text = gzip.open(src).read()
+    plain, packed = tmp_path / "bom.json", tmp_path / "bom.json.gz"
+    plain.write_bytes(b"\xef\xbb\xbf" + text)
+    packed.write_bytes(gzip.compress(b"\xef\xbb\xbf" + text))
+    want = polyprof.load(src)
+    for path in (plain, packed):
+        t = polyprof.load(path)
+        assert t.n_events == want.n_events and (t.events["start_ns"] == want.events["start_ns"]).all()

@@ -348,6 +348,10 @@ def _checked_stat(path: Path) -> os.stat_result:
     raise TraceFormatError(path, "no such file")
 
 
+#: the UTF-8 byte-order mark (kineto/toplevel.BOM: the JSON reader skips it too)
+_BOM = b"\xef\xbb\xbf"
+
+
 def detect(path: str | Path) -> str:
     path = Path(path)
     mode = _checked_stat(path).st_mode
@@ -367,6 +371,8 @@ def detect(path: str | Path) -> str:
         raise TraceFormatError(path, "is a directory, not a trace file (polyprof.load_ranks reads its traces as a "
                                      "job's ranks; the polyprof commands read a directory of one trace as that trace)")
     head = _head(path)
+    if head.startswith((_BOM, b"GZ" + _BOM)):  # a UTF-8 byte-order mark before a JSON file's text
+        head = head[:head.index(_BOM)] + head[head.index(_BOM) + len(_BOM):]
     if head.startswith(XZ_MAGIC):
         return _xz_format(path)
     if _is_blank(path, head):

@@ -210,6 +210,10 @@ def non_ws(buf: bytes | bytearray, pos: int) -> int:
     return m.start() if m else len(buf)
 
 
+#: the UTF-8 byte-order mark some editors put before a file's text
+BOM = b"\xef\xbb\xbf"
+
+
 class Text:
     """The document's text as it comes in: ``buf`` holds the file's text from its byte
     ``base`` on, read up to ``pos``; the rest of the blocks in ``it``."""
@@ -224,7 +228,10 @@ class Text:
         blk = next(self.it, None)
         if blk is None:
             return False
+        first = not self.base and not self.buf
         self.buf += blk
+        if first and self.buf[:3] == BOM:  # a UTF-8 byte-order mark (a Windows editor's): not the JSON's
+            self.pos = 3
         return True
 
     def drop(self, over: int = 0) -> None:
