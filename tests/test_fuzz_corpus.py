@@ -169,3 +169,17 @@ def test_a_byte_order_mark_before_the_json_is_skipped(tmp_path):
     for path in (plain, packed):
         t = polyprof.load(path)
         assert t.n_events == want.n_events and (t.events["start_ns"] == want.events["start_ns"]).all()
+
+
+def test_a_truncated_parquet_export_is_named_so(tmp_path):
+    """polyprof's Parquet export cut anywhere said "unrecognised format" (the sniff wants
+    the magic at both ends)."""
+    from polyprof.cli import main
+
+    out = tmp_path / "t.parquet"
+    assert main(["export", str(Path(__file__).parent / "data" / "traces" / "kineto" / "triton_example.json.gz"),
+                 "-o", str(out)]) == 0
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(out.read_bytes()[: out.stat().st_size // 2])
+    with pytest.raises(TraceFormatError, match="a Parquet file cut short: it does not end with its footer"):
+        polyprof.load(cut)

@@ -396,6 +396,9 @@ def detect(path: str | Path) -> str:
         or (_NVVP_SESSION_IS if _NVVP_SESSION.match(head) else None)
     if hint:
         raise TraceFormatError(path, hint)
+    if head.startswith(b"PAR1"):  # (the reader's sniff wants the magic at both ends)
+        raise TraceFormatError(path, "a Parquet file cut short: it does not end with its footer (the magic PAR1 "
+                                     "after its metadata); it was not written to the end or was truncated since")
     tar = _tar_problem(head[2:], path, "gzip") if head.startswith(b"GZ") else _tar_problem(head, path)
     if tar:
         raise TraceFormatError(path, tar)
