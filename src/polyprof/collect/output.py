@@ -122,7 +122,23 @@ def journal_note(output: object, cwd: str | None = None) -> str:
     if output is None:
         return ""
     partial = os.fspath(where(f"{os.fspath(output)}.partial"))  # type: ignore[call-overload]
-    return f"; the host data recorded so far is in {shown_path(partial, cwd)}" if os.path.isfile(partial) else ""
+    return held_in(partial, cwd) if os.path.isfile(partial) else ""
+
+
+def held_in(partial: str | Path, cwd: str | None = None) -> str:
+    """``; the host data recorded so far (N events) is in PATH``, or, where the crash
+    journal at ``partial`` holds none (it stopped before it wrote any: the disk it is on
+    is full too), that it holds nothing."""
+    shown = shown_path(os.fspath(partial), cwd)
+    try:
+        from ..formats.detect import load  # (the failure path only: a read of what the journal kept)
+
+        n = load(partial).n_events
+    except Exception:  # noqa: BLE001 - a journal cut anywhere: say where it is, not what it holds
+        return f"; the host data recorded so far is in {shown}"
+    if not n:
+        return f"; the crash journal {shown} holds no event either (it stopped too: see its warning above)"
+    return f"; the host data recorded so far ({n:,} events) is in {shown}"
 
 
 def written_line(w: Written | None, n_events: int, cwd: str | None = None, *, lead: str = "", before: str = "",

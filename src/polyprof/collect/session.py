@@ -328,7 +328,7 @@ class Session:
         if self.written.path is not None and self._outer is None:
             journal.discard(part)  # this process's own journals only: never another run's live one
         elif self.written.path is None and journal.where(part).is_file():
-            log.error("the host data recorded so far is in %s", journal.where(part))
+            log.error("%s", output_mod.held_in(journal.where(part))[2:])
 
     def _flush_journal(self) -> None:
         for slot in self._slots:
