@@ -298,3 +298,26 @@ def test_terminal_says_the_path_against_the_step():
     line = f"critical path {fmt_ns(float(path))} of the step's {fmt_ns(float(span))} (start to end of its work; medians over {len(steps)} steps)"
     assert line in text
     assert text.index("Critical path") < text.index(line)
+
+
+def test_its_event_limit_counts_the_analysed_window_not_the_trace(caplog):
+    """A JAX profile with the Python tracer on: 320,000 import and compile events before
+    its steps, 5,735 in them; the limit counted the whole trace (a window's view shares
+    its rows) and left the path out. Here: the ops before the first step are past the
+    limit, those in the steps within it."""
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder(metadata={"source": {"format": "test"}})
+    main = b.track(b.plane("/host:CPU", "host", pid=1), "main", "thread", tid=1)
+    for i in range(200):  # before the steps: imports
+        b.event(main, "import", i * 100, 50, "python_function")
+    for s in range(3):
+        t0 = 100_000 + s * 10_000
+        b.event(main, f"ProfilerStep#{s}", t0, 9_000, "user_annotation")
+        for k in range(4):
+            b.event(main, "aten::mm", t0 + 100 + k * 2_000, 1_500, "cpu_op")
+    t = b.build()
+    with caplog.at_level("WARNING", logger="polyprof"):
+        got = critical_path(t, max_events=50)
+    assert len(got) > 0 and not any("left out" in r.getMessage() for r in caplog.records)
+    assert len(critical_path(t, max_events=10)) == 0
