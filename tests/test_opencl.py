@@ -623,3 +623,29 @@ def test_clock_sampler_runs_on_no_python_thread_and_still_samples() -> None:
     assert sync["device_clock"] == "CLOCK_MONOTONIC_RAW" and sync["consistent"]
     # 8 triples at start and 8 at stop; the ticker adds one every 5 ms of the 0.3 s
     assert sync["sources"]["monotonic_raw_pairs"] >= 16 + 20, sync["sources"]
+
+
+def test_a_map_and_unmap_move_no_counted_bytes() -> None:
+    """A blocking map of a whole 8 MiB buffer and its unmap on PoCL's CPU device (host
+    memory: nothing moved): the copy table had them as copies of unknown direction with
+    the mapped size, 39,898 GB/s; now kind ``map``, no bytes, no bandwidth, beside the
+    read whose bytes and rate stay."""
+    from polyprof.analyze.copies import copies
+    from polyprof.analyze.frames import column
+
+    ctx = cl.create_some_context(interactive=False)
+    host = np.zeros(8 << 18, np.float32)  # 8 MiB
+    with polyprof.profile(plugins=["opencl"]) as prof:
+        q = cl.CommandQueue(ctx)
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, host.nbytes)
+        cl.enqueue_fill_buffer(q, buf, np.float32(1), 0, host.nbytes)
+        mapped, _ = cl.enqueue_map_buffer(q, buf, cl.map_flags.READ, 0, host.shape, host.dtype)
+        mapped.base.release(q)
+        cl.enqueue_copy(q, host, buf)
+        q.finish()
+    t = copies(prof.trace)
+    rows = {str(k): i for i, k in enumerate(column(t, "kind").tolist())}
+    m = rows["map"]
+    assert int(column(t, "count")[m]) == 2 and int(column(t, "total_bytes")[m]) == 0
+    assert np.isnan(column(t, "bandwidth_gbps")[m]) and int(column(t, "unsized")[m]) == 2
+    assert int(column(t, "total_bytes")[rows["DtoH"]]) == host.nbytes and column(t, "bandwidth_gbps")[rows["DtoH"]] > 0

@@ -128,7 +128,7 @@ def copy_names(trace: Trace) -> CopyNames:
         elif k & 1 or kind == "memset":
             new.append(f"Memset ({name})")
         else:
-            new.append(f"Memcpy {'Unknown' if kind == 'unknown' else kind} ({name})")
+            new.append(f"Memcpy {'Unknown' if kind in ('unknown', 'map') else kind} ({name})")
     renamed = np.array([n is not None for n in new], bool)
     names = sorted({n for n in new if n is not None})
     at = {n: i for i, n in enumerate(names)}
