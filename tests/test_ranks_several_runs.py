@@ -138,3 +138,14 @@ def test_workers_numbered_by_their_names_keep_them_beside_a_driver_file(tmp_path
     rows = json.loads(capsys.readouterr().out)["tables"]["rank_overview"]["records"]
     assert [(r["rank"], Path(r["file"]).name, r["rank_from"]) for r in rows] == [
         (0, "worker-0.json.gz", "file name"), (1, "worker-1.json.gz", "file name"), (2, "driver.json.gz", "order")]
+
+
+def test_a_directory_of_job_directories_names_them(tmp_path):
+    """``polyprof summary runs/`` where runs/a/ and runs/b/ each hold a job: "no trace files
+    in this directory" alone before; now it names them and how to read them."""
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        shutil.copy(TRACES / "kineto" / "triton_example.json.gz", tmp_path / run / "rank0.json.gz")
+    r = _summary(str(tmp_path))
+    assert r.returncode == 1 and f"{tmp_path}: no trace files in this directory, but its subdirectories a/, b/ hold " \
+        "some: give one of them (a job's ranks), or two to `polyprof diff`" in r.stderr, r.stderr

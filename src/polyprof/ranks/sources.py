@@ -225,6 +225,20 @@ def _profile_run(item: Any) -> Path | None:
     return held
 
 
+def _held_below(p: Path) -> str:
+    """What a directory without trace files holds one level down: its subdirectories that
+    do (runs or jobs side by side), said with how to read them; "" for none."""
+    try:
+        subs = sorted(q for q in p.iterdir() if q.is_dir() and rank_files(q))
+    except OSError:
+        return ""
+    if not subs:
+        return ""
+    names = ", ".join(f"{q.name}/" for q in subs[:4]) + (f" and {len(subs) - 4} more" if len(subs) > 4 else "")
+    return (f", but its subdirectories {names} hold some: give one of them (a job's ranks), or two to "
+            f"`polyprof diff`" if len(subs) > 1 else f", but its subdirectory {names} holds some: give it")
+
+
 def _directory(item: Any, warn: bool = True) -> list[RankSource] | None:
     if not isinstance(item, (str, os.PathLike)) or not Path(item).is_dir():
         return None
@@ -234,7 +248,7 @@ def _directory(item: Any, warn: bool = True) -> list[RankSource] | None:
 
     found = runs_in(p) or nsys_runs(p) or _with_rocprof_v1(_traces_only(_without_xprof_copies(rank_files(p)), warn), p)
     if not found:
-        raise PolyprofError(f"{p}: no trace files in this directory")
+        raise PolyprofError(f"{p}: no trace files in this directory{_held_below(p)}")
     journals = [q.name for q in found if q.name.endswith(JOURNAL_SUFFIX)]
     if journals and warn:
         log.warning("%s: %s: read from the crash journal, no finished trace beside it (the session never "
