@@ -149,3 +149,17 @@ def test_a_directory_of_job_directories_names_them(tmp_path):
     r = _summary(str(tmp_path))
     assert r.returncode == 1 and f"{tmp_path}: no trace files in this directory, but its subdirectories a/, b/ hold " \
         "some: give one of them (a job's ranks), or two to `polyprof diff`" in r.stderr, r.stderr
+
+
+def test_ranks_of_two_runs_given_as_one_job_are_said_not_to_overlap(capsys):
+    """Rank 0 of one run and rank 1 of another (gloo_ddp's even and late runs, minutes
+    apart): their collectives match none of each other's, and the advice was to record
+    the same steps on every rank (same profiler schedule), which would not help."""
+    from polyprof.cli import main
+
+    assert main(["summary", str(DDP / "even.rank0.pt.trace.json.gz"), str(DDP / "late.rank1.pt.trace.json.gz"),
+                 "--json", "-j", "1"]) == 0
+    (f,) = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["id"] == "ranks_not_aligned"]
+    assert "the collectives of rank 1 were recorded at other times than the reference rank's (their recordings " \
+        "do not overlap: files of different runs given as one job)" in f["suggestion"], f["suggestion"]
+    assert "same profiler schedule" not in f["suggestion"]

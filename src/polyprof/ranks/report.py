@@ -24,7 +24,7 @@ from ..analyze.frames import column, frame
 from ..analyze.registry import per_event_tables
 from ..analyze.units import number_ranges
 from ..analyze.table import Table
-from .align import align_ranks, alignment_table
+from .align import RankClock, align_ranks, alignment_table
 from ..analyze.collectives import collective_stats
 from ..formats.journal_layout import SUFFIX as JOURNAL_SUFFIX
 from .result import OVERVIEW_COLUMNS, RankResult
@@ -126,7 +126,7 @@ def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
 
     align = tables["rank_alignment"]
     bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
-    out = [_not_aligned_finding(bad, journals or set())] if len(bad) else []
+    out = [_not_aligned_finding(bad, journals or set(), _apart(coll, clocks, bad))] if len(bad) else []
     hosts = {r: str(a["host"]) for r, a in anchors.items() if a.get("host")}
     return tables, out + straggler_finding(per_rank, per_coll, windows or {}, steps_of, hosts, missing)
 
@@ -256,7 +256,31 @@ def _ranks(ranks: list[int]) -> str:
     return f"rank{'s' if len(ranks) > 1 else ''} {number_ranges(sorted(ranks))}"
 
 
-def _not_aligned_finding(bad: Table, journals: set[int] | None = None) -> Finding:
+def _apart(coll: dict[int, Any], clocks: dict[int, RankClock], bad: Table) -> set[int]:
+    """The ranks of ``bad`` (not aligned) whose collectives, as their clocks place them,
+    all lie outside the time the reference rank's span: recordings that do not overlap
+    (files of two runs given as one job), which no schedule would match."""
+    ref = next((r for r, c in clocks.items() if c.fit.method == "reference"), None)
+
+    def span(r: int) -> tuple[int, int] | None:
+        t = coll.get(r)
+        if t is None or not len(t) or r not in clocks:
+            return None
+        at = clocks[r].fit.to_host(np.concatenate([column(t, "start_ns"), column(t, "end_ns")]))
+        return int(at.min()), int(at.max())
+
+    mine = span(ref) if ref is not None else None
+    if mine is None:
+        return set()
+    out = set()
+    for r in np.asarray(bad["rank"], np.int64).tolist():
+        theirs = span(r)
+        if theirs is not None and (theirs[1] < mine[0] or theirs[0] > mine[1]):
+            out.add(r)
+    return out
+
+
+def _not_aligned_finding(bad: Table, journals: set[int] | None = None, apart: set[int] | None = None) -> Finding:
     """The ranks the fallback placed (``bad``: their rows of the alignment table): for
     each of its methods, which ranks and what their cross-rank timing rests on, and for
     each reason, what would align them; ranks in ascending order. A rank without
@@ -280,6 +304,11 @@ def _not_aligned_finding(bad: Table, journals: set[int] | None = None) -> Findin
     if silent:
         text.append(f"{_ranks(silent)} {_NOTHING_TO_MATCH}")
     text += [f"{w.removesuffix(' recorded no collective')} {_NOTHING_TO_MATCH}" for w in ref]
+    elsewhen = [r for r in rest if r in (apart or set())]
+    if elsewhen:
+        text.append(f"the collectives of {_ranks(elsewhen)} were recorded at other times than the reference "
+                    "rank's (their recordings do not overlap: files of different runs given as one job)")
+    rest = [r for r in rest if r not in elsewhen]
     if rest:
         text.append(f"record the same steps on every rank (same profiler schedule) so the collectives of "
                     f"{_ranks(rest)} can be matched")
