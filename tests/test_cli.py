@@ -535,7 +535,24 @@ def test_out_of_memory_names_the_files_and_a_limit_too_low_to_start_is_one_line(
 
     assert error_line(MemoryError(), ["a.json", "b.json"]).startswith(
         "polyprof: error: a.json, b.json: out of memory (the process's memory limit")
-    r = subprocess.run(polyprof_limited("summary", str(NCCL), address_space=100 << 20), capture_output=True,
+    r = subprocess.run(polyprof_limited("summary", str(NCCL), address_space=60 << 20), capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.startswith("polyprof: error: out of memory starting `polyprof summary`"), r.stderr
+
+
+def test_a_what_if_name_that_matches_nothing_is_warned(capsys, caplog):
+    """``--what-if 3:all_gather:0.8`` on a job whose collectives are gloo's all_reduce and
+    broadcast: "x0.8 (0 events): step 0 ns" for every step, exit 0, no word of the typo."""
+    from polyprof.cli import main
+
+    job = ROOT / "tests" / "data" / "traces" / "gloo_world_late"
+    with caplog.at_level("WARNING", logger="polyprof"):
+        assert main(["critical-path", str(job), "--what-if", "3:all_gather:0.8", "--json"]) == 0
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("--what-if 3:all_gather:0.8: no event of rank 3 in the analysed steps has a name "
+                            "holding 'all_gather'") for m in said), said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="polyprof"):
+        assert main(["critical-path", str(job), "--what-if", "3:broadcast:0.8", "--json"]) == 0
+    assert not any("--what-if" in r.getMessage() for r in caplog.records)

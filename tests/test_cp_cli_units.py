@@ -48,7 +48,7 @@ def test_a_trace_without_steps_reads_as_summary_says_it():
 def test_what_if_of_a_trace_without_steps():
     r = _cli("critical-path", str(FILE), "--what-if", "0:op1:0")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == "  what-if: rank 0's 'op1' x0 (1 events): trace -30 ns"
+    assert r.stdout.splitlines()[-1] == "  what-if: rank 0's 'op1' x0 (1 event): trace -30 ns"
 
 
 def _print(numbers: list[int], path: int, span: int, on: list[int], change: int) -> list[str]:
@@ -76,4 +76,4 @@ def test_steps_keep_their_words_in_the_summarys_units():
     lines = _print([12], 2_500_000_000, 3_100_000_000, [1_500_000_000, 750_000, 2_400], 12_345_678)
     assert lines[0] == "step 0 (#12): critical path 2.5 s of the step's 3.1 s (start to end of its work)"
     assert [x.split()[2:4] for x in lines[2:5]] == [["1.5", "s"], ["750", "µs"], ["2.4", "µs"]]
-    assert lines[-1] == "  what-if: rank 0's 'op' x2 (1 events): step +12.3 ms"
+    assert lines[-1] == "  what-if: rank 0's 'op' x2 (1 event): step +12.3 ms"

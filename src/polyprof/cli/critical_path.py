@@ -168,6 +168,10 @@ def run(args: argparse.Namespace) -> int:
             delta, n = what_if_op(jg, r, name, factor)
             predicted.append({"step": k, "rank": r, "name": name, "factor": factor, "events": n,
                               "path_ns": base, "change_ns": delta})
+    for r, name, factor in asks:  # (a typo in the name read as "0 events: step 0 ns", step after step)
+        if not any(p["events"] for p in predicted if (p["rank"], p["name"]) == (r, name)):
+            log.warning("--what-if %d:%s:%g: no event of rank %d in the analysed steps has a name holding %r "
+                        "(case-insensitive): its predictions change nothing", r, name, factor, r, name)
     if args.json:
         rows = [{c: (v.item() if isinstance(v, np.generic) else v) for c, v in zip(table.columns, vals)}
                 for vals in zip(*(table[c].tolist() for c in table.columns))]
@@ -346,7 +350,7 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
             print("\n".join(_wait_lines(mine, length, n_ranks > 1, width)))
         for w in (x for x in predicted if x["step"] == k):
             change = int(w["change_ns"])
-            print(f"  what-if: rank {w['rank']}'s {w['name']!r} x{w['factor']:g} ({w['events']} events): "
+            print(f"  what-if: rank {w['rank']}'s {w['name']!r} x{w['factor']:g} ({w['events']} event{'' if w['events'] == 1 else 's'}): "
                   f"{where.removeprefix('the ')} {'+' if change > 0 else ''}{fmt_ns(change)}")
 
 
