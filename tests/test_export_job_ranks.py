@@ -117,3 +117,42 @@ def test_a_rank_file_is_named_after_its_host_and_process_where_the_trace_names_t
     src = t.sources[0]
     name = rank_file_name(t, 3)
     assert re.fullmatch(rf"{src.host}_{src.pid}\.\d{{13}}\.pt\.trace\.json\.gz", name), name
+
+
+def test_a_one_rank_store_exports_as_that_rank(tmp_path: Path) -> None:
+    """A store made of one trace (``convert one.json -o x.store``): every export is that
+    rank's, and reads back with its device analyses (before: the merged form of a job, its
+    kernels on the process "rank 0", no kernel table on read-back; -f kineto and -f xspace
+    refused it without --rank 0)."""
+    src = DATA / "kineto" / "a100_nccl_rank0.json.gz"
+    store = tmp_path / "one.store"
+    from polyprof.cli import main
+
+    assert main(["convert", str(src), "-o", str(store), "-j", "1"]) == 0
+    want = polyprof.load(src)
+    for name in ("t.json.gz", "t.pftrace", "t.parquet", "t.polyprof", "t.xplane.pb", "k.pt.trace.json.gz"):
+        out = tmp_path / name
+        r = export(str(store), "-o", str(out), *(["-f", "kineto"] if name.startswith("k.") else []))
+        assert r.returncode == 0, r.stderr
+        back = polyprof.load(out)
+        assert [p.kind for p in back.planes if p.kind == "device"] == [p.kind for p in want.planes
+                                                                      if p.kind == "device"], name
+
+
+def test_the_merged_job_says_it_is_a_viewers_and_the_kineto_files_keep_the_world_size(tmp_path: Path) -> None:
+    """HTA's two sampled ranks of a 128-rank job: the Kineto files said world_size 2 (the
+    ranks given), and a read of them lost the finding that ranks 2-127 were not given; the
+    Chrome file of the merged job read back with its kernels on the ranks' processes and
+    nothing said."""
+    import shutil
+
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in (0, 1):
+        shutil.copy(DATA / "kineto" / f"sampled_rank{r}.json.gz", job)
+    assert export(str(job), "-f", "kineto", "-o", str(tmp_path / "k")).returncode == 0
+    for f in sorted((tmp_path / "k").iterdir()):
+        assert json.loads(gzip.open(f).read())["distributedInfo"]["world_size"] == 128
+    assert export(str(job), "-o", str(tmp_path / "m.json.gz")).returncode == 0
+    said = polyprof.load(tmp_path / "m.json.gz").metadata["warnings"]
+    assert any("ranks merged for a viewer" in str(w) and "sees no device" in str(w) for w in said), said

@@ -62,6 +62,13 @@ def run(args: argparse.Namespace) -> int:
 
     apply_peak(args)
     job_path = None
+    if is_job(args.file, args.rank) and args.rank is None:  # a store (or directory) of one rank: that rank, as
+        from ..ranks.traceset import load_ranks  # it was converted (the merged form's process per rank read back
+        # as a device: its kernels on pid "rank 0", the launches matched to none)
+
+        listed = load_ranks(args.file)
+        if len(listed) == 1:
+            args.rank = listed.ranks[0]
     from .memory_check import check_memory  # (light: imports fits only for a JSON trace or a store)
 
     into = names_directory(args.output)  # (-o out/: a file named as the input in it, or the directory itself)
@@ -159,7 +166,11 @@ def export_ranks(args: argparse.Namespace, fmt: str) -> int:
             path = out / rank_file_name(trace, rank)
             check_output(path, [args.file, *(e.path for e in ts.entries if e.path is not None)], fmt, args.force)
             path = output_path(path)
-            info = {"rank": rank, "world_size": len(ts)}
+            from ..ranks.result import stated_job  # the world size the rank's trace states (a 128-rank
+            # job's two ranks given: 128, not 2)
+
+            world = (stated_job(trace.metadata) or {}).get("world_size")
+            info = {"rank": rank, "world_size": world if isinstance(world, int) and world > rank else len(ts)}
             write_file(path, partial(write, trace, distributed=info), args.force)
         else:
             from ..writers.xspace import hostnames, write_logdir  # (as above)
@@ -167,7 +178,7 @@ def export_ranks(args: argparse.Namespace, fmt: str) -> int:
             host = next(iter(hostnames(trace)), "") or "host"
             path = write_logdir(trace, out, run=run_name, host=f"{host}_rank{rank}", force=args.force)
         print(f"polyprof: wrote rank {rank}: {path}", file=sys.stderr)
-    print(f"polyprof: {len(ts)} ranks, a file each, in {out}", file=sys.stderr)
+    print(f"polyprof: {len(ts)} rank{'s' if len(ts) != 1 else ''}, a file each, in {out}", file=sys.stderr)
     return 0
 
 
