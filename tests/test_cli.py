@@ -556,3 +556,16 @@ def test_a_what_if_name_that_matches_nothing_is_warned(capsys, caplog):
     with caplog.at_level("WARNING", logger="polyprof"):
         assert main(["critical-path", str(job), "--what-if", "3:broadcast:0.8", "--json"]) == 0
     assert not any("--what-if" in r.getMessage() for r in caplog.records)
+
+
+def test_sql_prints_at_most_a_bounded_table(tmp_path, capsys):
+    """``--max-rows 10000000`` of a 5.4M-row result built every row as Python objects and
+    a rich cell before printing (9 GB, killed at 300 s); a table now holds at most
+    TABLE_ROWS rows and says to use --csv for the rest."""
+    from polyprof.cli import main
+    from polyprof.cli.sql import TABLE_ROWS
+
+    q = f"SELECT * FROM range({TABLE_ROWS + 5}) t(i)"
+    assert main(["sql", str(NCCL), q, "--max-rows", str(10 * TABLE_ROWS)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"{TABLE_ROWS + 5} row(s)") and "... 5 more row(s); use --csv: a table holds at most" in err

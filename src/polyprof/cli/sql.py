@@ -50,7 +50,8 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--derive", action="store_true", help="add the derived lines (Steps, Sections, ...) first")
     add_window_args(p, "the steps to query (default: the whole trace; --steps or --skip-first: the events the "
                        "analyses of that window count, as polyprof export)")
-    p.add_argument("--max-rows", type=count, default=200, help="rows to print (default 200)")
+    p.add_argument("--max-rows", type=count, default=200, metavar="N",
+                   help="rows to print as a table (default 200, at most 20,000: --csv streams any number)")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     p.add_argument("--memory-limit", default=None, type=memory_size,
                    help="DuckDB's memory limit, e.g. 4GB (default: a quarter of RAM; a store spills beyond it)")
@@ -181,6 +182,12 @@ def _one_trace(path: str) -> None:
                             f"polyprof convert {path} -o STORE, then polyprof sql STORE \"...\"")
 
 
+#: the most rows printed as a table, whatever --max-rows asks: each cell becomes Python
+#: objects and a rich cell (about 3 KB a row: --max-rows 10000000 of a 5.4M-row join grew
+#: past 9 GB before it printed anything); --csv streams any number
+TABLE_ROWS = 20_000
+
+
 def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int:
     """The result as CSV (streamed) or as a table of its first ``--max-rows`` rows; the
     rest is counted, not kept."""
@@ -200,10 +207,11 @@ def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int
     from rich.table import Table
     from rich.text import Text
 
+    shown = min(args.max_rows, TABLE_ROWS)
     kept, n = [], 0
     for b in batches:
-        if n < args.max_rows:
-            kept.append(b.slice(0, args.max_rows - n))
+        if n < shown:
+            kept.append(b.slice(0, shown - n))
         n += b.num_rows
     console = Console()
     got = pa.Table.from_batches(kept, schema)  # by position: result columns may share a name (s.name, d.name)
@@ -227,8 +235,10 @@ def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int
         for cells in rows:
             t.add_row(*[Text(v) for v in cells])
         console.print(t)
-    if n > args.max_rows:
-        print(f"... {n - args.max_rows} more row(s); use --max-rows or --csv", file=sys.stderr)
+    if n > shown:
+        more = "--max-rows or --csv" if shown == args.max_rows else \
+            f"--csv: a table holds at most {TABLE_ROWS:,} rows (its cells are Python objects)"
+        print(f"... {n - shown} more row(s); use {more}", file=sys.stderr)
     return 0
 
 
