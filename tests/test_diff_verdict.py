@@ -409,3 +409,19 @@ def test_a_change_in_a_few_steps_is_said_though_not_called():
     assert line is not None and "+27.1%" in line and "some steps much longer" in line, d.verdict
     assert "op aten::big 7.99 ms -> 18.9 ms per step" in line and "within the noise" in line, line
     assert not any(v.startswith("The mean step time moved") for v in diff(_steps(1), _steps(2)).verdict)
+
+
+def test_one_trace_given_twice_a_side_is_refused(tmp_path, capsys):
+    """A path repeated (by a glob, a script) or a byte copy of a run, as two runs of a side:
+    their spread is none, and one run a side read as a replicated verdict (p=1.2e-08)."""
+    import shutil
+
+    from polyprof.cli import main
+
+    src = Path(__file__).parent / "data" / "traces" / "kineto"
+    a, b = src / "sampled_rank0.json.gz", src / "sampled_rank1.json.gz"
+    copy = shutil.copy(a, tmp_path / "copy.json.gz")
+    for twice, said in (([str(a), str(a)], "(the same file)"), ([str(a), str(copy)], "(byte copies)")):
+        assert main(["diff", *twice, "--", str(b)]) == 1
+        err = capsys.readouterr().err
+        assert f"in A are one trace {said}: give each run once" in err, err

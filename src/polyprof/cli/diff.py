@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             for r, names in _runs_at(path):
                 runs.append(r)
                 shown.append(names)
+        _no_repeats(side, shown)
         sides[side] = (Runs(runs), shown)
     d = diff(sides["a"][0], sides["b"][0], alpha=args.alpha, normalize=not args.raw_names,
              top=min(args.top, VERDICT_TOP) or VERDICT_TOP, window=window, rel_floor=args.min_change_pct / 100.0,
@@ -165,6 +166,28 @@ def _runs_at(path: str) -> list[tuple[TraceSet, list[str]]]:
         if not files and subdirs:
             return [_run_of(str(q)) for q in subdirs]
     return [_run_of(path)]
+
+
+def _no_repeats(side: str, runs: list[list[str]]) -> None:
+    """Refuse a side whose runs hold one trace twice (a path repeated, by a glob or a
+    script, or a byte copy: the same size and first MiB): the runs' spread, which the
+    test weighs the change by, would be none, and one run a side read as a replicated
+    verdict (p=1.2e-08 where one run a side says it cannot tell run-to-run variation)."""
+    import hashlib
+
+    seen: dict[tuple[int, bytes], str] = {}
+    for names in runs:
+        for name in names:
+            p = Path(name)
+            if not p.is_file():
+                continue
+            with open(p, "rb") as f:
+                key = (p.stat().st_size, hashlib.blake2b(f.read(1 << 20), digest_size=16).digest())
+            if key in seen:
+                same = "the same file" if os.path.realpath(seen[key]) == os.path.realpath(name) else "byte copies"
+                raise PolyprofError(f"diff: {seen[key]} and {name} in {side.upper()} are one trace ({same}): "
+                                    "give each run once (runs of one program, each recorded apart)")
+            seen[key] = name
 
 
 def _is_trace(path: Path) -> bool:
