@@ -117,3 +117,26 @@ def test_rocprofv3_counter_collection_is_refused_by_the_cli_saying_what_it_is():
     line, = out.stderr.strip().splitlines()
     assert str(path) in line and "rocprofv3's counter_collection file (counter values per kernel dispatch)" in line
     assert "unrecognised format" not in line
+
+
+def test_a_kernels_launch_configuration_is_its_earliest_launchs():
+    """kernel_breakdown's grid/block are "the first launch's": they were the shortest
+    launch's (its groups sorted by duration), so a time-ordered export of the same trace
+    gave another (HTA's sampled rank 0: find_long_segments grid 8648 vs 8649)."""
+    import gzip
+    import json
+
+    from polyprof.analyze.breakdown import kernel_breakdown
+    from polyprof.analyze.frames import column
+
+    path = Path(__file__).parent / "data" / "traces" / "kineto" / "sampled_rank0.json.gz"
+    ev = json.loads(gzip.open(path).read())["traceEvents"]
+    kb = kernel_breakdown(polyprof.load(path))
+    checked = 0
+    for name, grid in zip(column(kb, "name").tolist(), column(kb, "grid").tolist()):
+        runs = sorted((e["ts"], e["args"].get("grid")) for e in ev if e.get("cat") == "kernel" and e["name"] == name
+                      and isinstance(e.get("args", {}).get("grid"), list))
+        if len({tuple(g) for _, g in runs}) > 1:  # the names launched with more than one grid
+            assert grid == ",".join(map(str, runs[0][1])), (name, grid, runs[:3])
+            checked += 1
+    assert checked >= 2

@@ -13,7 +13,7 @@ from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
 from .occupancy import LAUNCH_COLUMNS, launch_config
 from .window import WindowArg, selection, view
-from ..trace.sorting import unique, unique_counts, unique_inverse
+from ..trace.sorting import lexsort, unique, unique_counts, unique_inverse
 from .group_unions import LIMIT as GROUPS_LIMIT, covered_lengths, sums
 
 if TYPE_CHECKING:
@@ -372,7 +372,9 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
         "min_ns": g["min"], "max_ns": g["max"],
         "share_pct": 100.0 * g["total"] / total if total else np.zeros(len(k)),
         "devices": pc[np.searchsorted(pb, kb)],
-        **launch_config(trace, v.rows[c][g["order"][g["starts"]]]),
+        # (each name's earliest by time: the groups sorted by key then start, as group_stats' by key then
+        # duration, which gave the shortest launch's, and a time-ordered export another's)
+        **launch_config(trace, v.rows[c][lexsort((v.start[c], key))[g["starts"]]]),
     }, order=order_desc(g["total"]))
     return out
 
