@@ -217,3 +217,31 @@ def test_zoom_pan_click_and_search_in_chromium(alexnet, tmp_path):
         assert page.eval("window.__errors.length") == 0
     finally:
         page.close()
+
+
+@pytest.mark.skipif(chromium() is None, reason="needs chromium")
+def test_a_kernel_named_as_the_tables_name_it_finds_its_stream_events(traces_dir, tmp_path):
+    """JAX's H200 train step: the kernels table names an XLA kernel ``jit_step/gemm_fusion_dot``,
+    as the critical path's copies do, while its events on the stream are named without the
+    module: the table's name found the copies alone (1 of 3582 on a transformer)."""
+    import cdp
+
+    trace = load(traces_dir.parent / "h200" / "jax_train_step_h200.xplane.pb")
+    out = write(trace, tmp_path / "r.html")
+    names = trace.names()
+    on_stream = int(sum(1 for i in trace.rows_of_kind(Kind.KERNEL).tolist() if names[i] == "gemm_fusion_dot"))
+    assert on_stream > 0
+    page = cdp.Page(chromium())
+    try:
+        page.open(out, "document.documentElement.getAttribute('data-tl-ready')")
+        page.eval("document.getElementById('timeline-card').scrollIntoView()")
+        page.eval("document.getElementById('tl-search').focus()")
+        page.call("Input.insertText", text="jit_step/gemm_fusion_dot")
+        page.call("Input.dispatchKeyEvent", type="keyDown", key="Enter", code="Enter", windowsVirtualKeyCode=13)
+        found = page.eval("document.getElementById('tl-found').textContent")
+        n = int(found.split()[-1])
+        # the kernels whose names hold it (gemm_fusion_dot, _1, _2...) on their streams, no copy
+        assert found.startswith("match 1 of ") and n >= on_stream, found
+        assert "critical path" not in page.eval("document.getElementById('tl-details').innerText")
+    finally:
+        page.close()
