@@ -82,4 +82,4 @@ def test_a_lone_profiler_step_after_the_steps_line_is_not_the_steps(tmp_path: Pa
     p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(tmp_path / "annotation.polyprof")],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "(step events)" in p.stdout and "1 steps (ProfilerStep)" not in p.stdout, p.stdout[:2000]
+    assert "(step events)" in p.stdout and "1 step (ProfilerStep)" not in p.stdout, p.stdout[:2000]

@@ -217,7 +217,7 @@ def _overview(out: Out, ov: dict[str, Any]) -> None:
     """What the trace holds, the analysed window, and how device activity was matched."""
     out(Para((("polyprof summary", "bold"), (f": {ov['events']} events on {len(ov['planes'])} plane(s), "
               f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
-              f"{fmt_ns(ov['analysed_span_ns'])}" + _recorded_in_span(ov) + (f", {ov['steps']} steps ({ov['step_source']})"
+              f"{fmt_ns(ov['analysed_span_ns'])}" + _recorded_in_span(ov) + (f", {ov['steps']} step{'s' if ov['steps'] != 1 else ''} ({ov['step_source']})"
                                                      if ov["steps"] else ", no steps"), None))))
     if ov.get("window"):
         out(Para((("analysed window", "bold"), (f": {ov['window']}", None))))
