@@ -25,6 +25,7 @@ from ..analyze.registry import per_event_tables
 from ..analyze.units import number_ranges
 from ..analyze.table import Table
 from .align import RankClock, align_ranks, alignment_table
+from .uneven_steps import uneven_steps
 from ..analyze.collectives import collective_stats
 from ..formats.journal_layout import SUFFIX as JOURNAL_SUFFIX
 from .result import OVERVIEW_COLUMNS, RankResult
@@ -73,6 +74,7 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
     if missing or world:
         job_findings.append(missing_finding(ranks, missing, world, job["stragglers"]))
     tables: dict[str, Any] = {"rank_overview": _overview_table(results, info), **job}
+    job_findings += uneven_steps(tables["rank_overview"], job_findings)
     # the job's own collective_stats and transfers (over every rank, both ends of a
     # transfer joined) stand for the ranks' tables of those names
     names = [n for n in dict.fromkeys(n for r in ranks for n in results[r].tables) if n not in job]
