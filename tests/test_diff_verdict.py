@@ -425,3 +425,27 @@ def test_one_trace_given_twice_a_side_is_refused(tmp_path, capsys):
         assert main(["diff", *twice, "--", str(b)]) == 1
         err = capsys.readouterr().err
         assert f"in A are one trace {said}: give each run once" in err, err
+
+
+def test_rows_new_in_b_or_gone_from_it_are_counted_apart_from_faster_and_slower():
+    """XLA re-fusing around an added op: its old fusion gone, new ones come. The headline
+    counted a gone row as "faster" and a new one as "slower" (a JAX CPU program with one
+    added op read "3 row(s) slower, 2 faster")."""
+    from polyprof.trace import TraceBuilder
+
+    def run(names: tuple[str, ...]) -> polyprof.Trace:
+        rng = np.random.default_rng(len(names[-1]))
+        b = TraceBuilder()
+        th = b.track(b.plane("/host:CPU", "host", pid=1), "main", "thread", tid=1)
+        for k in range(12):
+            o = t = k * 100_000_000
+            for n in names:
+                d = int(2_000_000 * rng.lognormal(0, 0.01))
+                b.event(th, n, t, d, "cpu_op")
+                t += d + 1000
+            b.event(th, f"ProfilerStep#{k}", o, t + 1_000_000 - o, "user_annotation")
+        return b.build()
+
+    d = diff(run(("aten::mm", "aten::old_fusion")), run(("aten::mm", "aten::new_fusion_one")))
+    head = d.verdict[0]
+    assert "0 row(s) slower, 0 faster, 1 new, 1 gone" in head, d.verdict

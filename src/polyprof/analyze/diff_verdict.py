@@ -131,9 +131,15 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                          f"{ov['rows_tested']} rows; changes under {floor} are not called changes).")
     else:
         leads = [c for c in changes if c.get("lead", True)]  # nested rows that moved together: one change
-        slower = sum(c["change"] == "slower" for c in leads)
-        counts = (f"{slower} row(s) slower, {len(changes) - slower} faster" if len(leads) == len(changes) else
-                  f"{slower} change(s) slower, {len(leads) - slower} faster, in {len(changes)} rows (nested rows "
+        # a row new in B or gone from it apart: not a slower or faster one (XLA's fusions
+        # re-made around an added op read "2 faster" where nothing ran faster)
+        new = sum(not c["step_mean_ns_a"] > 0 for c in leads)
+        gone = sum(not c["step_mean_ns_b"] > 0 and c["step_mean_ns_a"] > 0 for c in leads)
+        slower = sum(c["change"] == "slower" and c["step_mean_ns_a"] > 0 for c in leads)
+        faster = len(leads) - slower - new - gone
+        came = (f", {new} new" if new else "") + (f", {gone} gone" if gone else "")
+        counts = (f"{slower} row(s) slower, {faster} faster{came}" if len(leads) == len(changes) else
+                  f"{slower} change(s) slower, {faster} faster{came}, in {len(changes)} rows (nested rows "
                   "that moved together count as one change)")
         if step_changed:
             lines.append(f"B is {st['change']}: median {unit} time {_pct(st['median_rel_change'])} (mean "
