@@ -25,7 +25,7 @@ from .common import op_durations, qualified_names, ran_on_device, stretches_ns
 from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs, ran_precision
 from .frames import column, empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
-from .nesting import inside_same_name, outermost
+from .nesting import outermost, same_name_wrappers
 from .peaks import Peak, device_peak, given
 from .window import selection
 from .window_counting import counted_ns, device_mask, host_mask, part_ns
@@ -225,8 +225,8 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     if not inside.all():
         rows, on_device, dev_ns = rows[inside], on_device[inside], dev_ns[inside]
         c = Costs(*(col[inside] for col in c))
-    nested = ~on_device  # a call inside one of its own name: counted in that one (before: twice)
-    nested[nested] = inside_same_name(trace, rows[nested])
+    nested = ~on_device  # a call around one of its own name: that one is the call (before: both counted)
+    nested[nested] = same_name_wrappers(trace, rows[nested])
     rows, on_device, dev_ns, c = rows[~nested], on_device[~nested], dev_ns[~nested], Costs(*(x[~nested] for x in c))
     share, dev_ns = _window_parts(trace, rows, on_device, dev_ns)
     if (share < 1).any():  # device ops cut by a time window's edges: their part inside

@@ -130,24 +130,27 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return outer
 
 
-def inside_same_name(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Which of the host events ``rows`` another of them with the same name encloses on
-    the same thread, at any depth (autocast's ``aten::softmax`` in ``aten::softmax``,
-    ``aten::layer_norm`` calling ``aten::to`` and ``aten::layer_norm``): a per-name sum
-    over ``rows`` that keeps them counts such a call twice."""
+def same_name_wrappers(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Which of the host events ``rows`` enclose another of them with the same name on
+    the same thread, at any depth (autocast's ``aten::softmax`` around ``aten::softmax``,
+    ``aten::layer_norm`` around ``aten::to`` and ``aten::layer_norm``, ``aten::where``
+    around the ``aten::where`` of the broadcast shapes): a per-name sum over ``rows``
+    that keeps them counts such a call twice; the innermost is the one that did the work
+    (its shapes are the ones computed)."""
     ev = trace.events
     start = np.asarray(ev["start_ns"][rows], np.int64)
     order, _, parent = parents(cache.threads(trace)[ev["track"][rows]], start,
                                start + np.asarray(ev["dur_ns"][rows], np.int64))
     name = ev["name"][rows][order]
-    inside = np.zeros(len(order), bool)
+    wraps = np.zeros(len(order), bool)
     up = parent.copy()
     while True:  # one step up the ancestors per pass (as deep as the nesting)
         at = np.flatnonzero(up >= 0)
         if not len(at):
             break
-        inside[at] |= name[up[at]] == name[at]
+        same = name[up[at]] == name[at]
+        wraps[up[at][same]] = True
         up[at] = parent[up[at]]
     out = np.zeros(len(rows), bool)
-    out[order] = inside
+    out[order] = wraps
     return out

@@ -128,7 +128,7 @@ def journal_note(output: object, cwd: str | None = None) -> str:
 def held_in(partial: str | Path, cwd: str | None = None) -> str:
     """``; the host data recorded so far (N events) is in PATH``, or, where the crash
     journal at ``partial`` holds none (it stopped before it wrote any: the disk it is on
-    is full too), that it holds nothing."""
+    is full too; or a live one that has written none yet), that it holds nothing."""
     shown = shown_path(os.fspath(partial), cwd)
     try:
         from ..formats.detect import load  # (the failure path only: a read of what the journal kept)
@@ -137,7 +137,7 @@ def held_in(partial: str | Path, cwd: str | None = None) -> str:
     except Exception:  # noqa: BLE001 - a journal cut anywhere: say where it is, not what it holds
         return f"; the host data recorded so far is in {shown}"
     if not n:
-        return f"; the crash journal {shown} holds no event either (it stopped too: see its warning above)"
+        return f"; the crash journal {shown} holds no event either"
     return f"; the host data recorded so far ({n:,} events) is in {shown}"
 
 
