@@ -225,9 +225,9 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     if not inside.all():
         rows, on_device, dev_ns = rows[inside], on_device[inside], dev_ns[inside]
         c = Costs(*(col[inside] for col in c))
-    nested = ~on_device  # a call around one of its own name: that one is the call (before: both counted)
-    nested[nested] = same_name_wrappers(trace, rows[nested])
-    rows, on_device, dev_ns, c = rows[~nested], on_device[~nested], dev_ns[~nested], Costs(*(x[~nested] for x in c))
+    wraps = ~on_device  # a call around one of its own name: that one is the call (before: both counted)
+    wraps[wraps] = same_name_wrappers(trace, rows[wraps])
+    rows, on_device, dev_ns, c = rows[~wraps], on_device[~wraps], dev_ns[~wraps], Costs(*(x[~wraps] for x in c))
     share, dev_ns = _window_parts(trace, rows, on_device, dev_ns)
     if (share < 1).any():  # device ops cut by a time window's edges: their part inside
         c = Costs(c.flops * share, c.bytes * share, c.precision, c.source)

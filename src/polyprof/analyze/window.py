@@ -81,7 +81,11 @@ HTA = "hta"
 #: last device activity counted ("device": HTA's temporal breakdown convention)
 SPANS = ("steps", "device")
 AUTO_MIN_STEPS = 3
-_RANGE = r"^\s*(-?\d+)?\s*(:)?\s*(-?\d+)?\s*$"  # compiled on first use (re's cache), not at import
+#: ``A:B``, ``A:``, ``:B``, ``N``: a second number only after the colon ("5-8" and "5 8" match
+#: nothing: before, "-8" was taken for a second number and dropped, step 5 alone analysed)
+_RANGE = r"^\s*(-?\d+)?\s*(?:(:)\s*(-?\d+)?)?\s*$"  # compiled on first use (re's cache), not at import
+#: a dash range, ``5-8``: what the error suggests instead (``5:9``)
+_DASHED = r"^\s*(\d+)\s*-\s*(\d+)\s*$"
 
 
 class Window(NamedTuple):  # not a frozen dataclass: made at every start (docs/benchmarks.md, issue 35)
@@ -101,11 +105,9 @@ class Window(NamedTuple):  # not a frozen dataclass: made at every start (docs/b
         start = stop = None
         if steps is not None:
             m = re.match(_RANGE, steps)
-            if not m or (m.group(1) is None and m.group(3) is None) or (not m.group(2) and m.group(1) is not None
-                                                                      and m.group(3) is not None):
-                hint = ""
-                if m and m.group(1) is not None and m.group(3) is not None and int(m.group(3)) < 0:  # "5-8"
-                    hint = f"; steps {m.group(1)} to {-int(m.group(3))} are {m.group(1)}:{1 - int(m.group(3))}"
+            if not m or (m.group(1) is None and m.group(3) is None):
+                dashed = re.match(_DASHED, steps)
+                hint = f"; steps {dashed[1]} to {dashed[2]} are {dashed[1]}:{int(dashed[2]) + 1}" if dashed else ""
                 raise WindowError(f"--steps {steps!r}: expected A:B, A:, :B or N (step numbers){hint}")
             start = int(m.group(1)) if m.group(1) is not None else None
             stop = int(m.group(3)) if m.group(3) is not None else None

@@ -129,19 +129,20 @@ def main(argv: list[str] | None = None, *, process_ends: bool = False) -> int:
     global gc_was_enabled
     argv = sys.argv[1:] if argv is None else list(argv)
     gc_was_enabled = heap.collector_on()
-    if command_of(argv) in QUICK_EXIT:
+    command = command_of(argv)
+    if command in QUICK_EXIT:
         heap.pause_for_command()
-    if command_of(argv) in QUICK_START:
-        heap.quiet_start()
     try:
-        if command_of(argv) in READ_ONLY and command_of(argv) not in QUICK_START and not {"-h", "--help"} & set(argv):
+        if command in QUICK_START:
+            heap.quiet_start()
+        elif command in READ_ONLY and not {"-h", "--help"} & set(argv):
             blas.import_numpy_single_threaded()
             heap.prepare_heap()
         return _main(argv, process_ends)
     except (MemoryError, ImportError) as e:  # before a command's own handling: importing it (a memory limit)
         if not out_of_memory(e):
             raise
-        print(f"polyprof: error: out of memory starting `polyprof {command_of(argv)}`: "
+        print(f"polyprof: error: out of memory starting `polyprof {command}`: "
               "the process's memory limit (ulimit -v or the container's) is below what polyprof needs to start",
               file=sys.stderr)
         return 1

@@ -139,6 +139,7 @@ def export_ranks(args: argparse.Namespace, fmt: str) -> int:
     size in ``distributedInfo`` (HTA reads the directory as the job's ranks); ``-f
     tensorboard``, one XProf run of a host per rank (``<host>_rank<N>.xplane.pb``)."""
     from ..outfile import write_file  # only a writer's command writes
+    from ..ranks.result import stated_job  # the world size a rank's trace states
     from ..ranks.traceset import load_ranks
 
     out = Path(args.output)
@@ -166,10 +167,7 @@ def export_ranks(args: argparse.Namespace, fmt: str) -> int:
             path = out / rank_file_name(trace, rank)
             check_output(path, [args.file, *(e.path for e in ts.entries if e.path is not None)], fmt, args.force)
             path = output_path(path)
-            from ..ranks.result import stated_job  # the world size the rank's trace states (a 128-rank
-            # job's two ranks given: 128, not 2)
-
-            world = (stated_job(trace.metadata) or {}).get("world_size")
+            world = (stated_job(trace.metadata) or {}).get("world_size")  # (a 128-rank job's 2 ranks: 128)
             info = {"rank": rank, "world_size": world if isinstance(world, int) and world > rank else len(ts)}
             write_file(path, partial(write, trace, distributed=info), args.force)
         else:

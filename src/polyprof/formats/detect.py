@@ -14,7 +14,7 @@ from ..trace.core import Trace
 from ..trace.identity import identify
 from .perfetto_read.shape import damaged_packets, varint
 from .registry import by_name, readers
-from .safety import XZ_MAGIC, reading
+from .safety import BOM, XZ_MAGIC, reading
 
 #: a compressed file cut within its first bytes (the readers' own words for one cut later)
 TRUNCATED = "truncated {} data: the compressed stream ends early"
@@ -348,10 +348,6 @@ def _checked_stat(path: Path) -> os.stat_result:
     raise TraceFormatError(path, "no such file")
 
 
-#: the UTF-8 byte-order mark (kineto/toplevel.BOM: the JSON reader skips it too)
-_BOM = b"\xef\xbb\xbf"
-
-
 def detect(path: str | Path) -> str:
     path = Path(path)
     mode = _checked_stat(path).st_mode
@@ -371,8 +367,8 @@ def detect(path: str | Path) -> str:
         raise TraceFormatError(path, "is a directory, not a trace file (polyprof.load_ranks reads its traces as a "
                                      "job's ranks; the polyprof commands read a directory of one trace as that trace)")
     head = _head(path)
-    if head.startswith((_BOM, b"GZ" + _BOM)):  # a UTF-8 byte-order mark before a JSON file's text
-        head = head[:head.index(_BOM)] + head[head.index(_BOM) + len(_BOM):]
+    if head.startswith((BOM, b"GZ" + BOM)):  # a UTF-8 byte-order mark before a JSON file's text
+        head = head[:head.index(BOM)] + head[head.index(BOM) + len(BOM):]
     if head.startswith(XZ_MAGIC):
         return _xz_format(path)
     if _is_blank(path, head):

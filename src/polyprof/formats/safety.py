@@ -83,6 +83,9 @@ def override(**changes: Any) -> Iterator[Limits]:  # each of its Limits field's 
 #: how an xz file begins (its stream header's magic bytes): read streamed where its reader
 #: can (``formats/inflate.py``), within the same limits as gzip
 XZ_MAGIC = b"\xfd7zXZ\x00"
+#: the UTF-8 byte-order mark some editors (a Windows one's) put before a file's text: not
+#: the JSON's (detect.py looks past it, kineto/toplevel.py skips it)
+BOM = b"\xef\xbb\xbf"
 #: how a gzip file begins
 GZIP_MAGIC = b"\x1f\x8b"
 

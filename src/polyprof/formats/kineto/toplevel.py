@@ -29,6 +29,7 @@ import orjson
 from . import lenient
 from .faults import Broken, first_fault
 from ...lowlevel.compiled import optional
+from ..safety import BOM
 
 _skip = optional(__package__, "_skip")  # built by setup.py; PySkipper otherwise (lowlevel/compiled.py)
 #: "c" (``_skip.c``) or "python" (msgspec's check of a long value's whole text): which one is in use
@@ -208,10 +209,6 @@ def non_ws(buf: bytes | bytearray, pos: int) -> int:
         _NONWS = re.compile(rb"[^ \t\r\n]")
     m = _NONWS.search(buf, pos)
     return m.start() if m else len(buf)
-
-
-#: the UTF-8 byte-order mark some editors put before a file's text
-BOM = b"\xef\xbb\xbf"
 
 
 class Text:
