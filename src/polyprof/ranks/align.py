@@ -59,14 +59,14 @@ COLUMNS = ["rank", "offset_ns", "bound_ns", "method", "collectives", "drift_ppm"
 ONE_HOST = "one host's clock"
 #: the methods of a rank whose collectives are matched to the reference rank's
 MATCHED = ("reference", "collectives", ONE_HOST)
-#: the bound given a rank placed by its host's clock. One clock's times agree to the µs,
-#: but the bound is also the straggler analysis's tolerance for ties (ranks arriving within
-#: it cannot be told apart: ranks/stragglers.py), which was set by collective fits of 2-5
-#: ms on real gloo jobs; a µs bound makes µs wander of a collective's start read as
-#: lateness (a relayed broadcast charged to the relaying rank). So the host's clock caps a
-#: fit wider than this rather than replacing it: a rank late at every collective, which
-#: the collectives bound from one side only, by its lateness (43.7 ms for a rank 50 ms
-#: late), and no arrival told it from clock error
+#: the straggler analysis's tolerance for ties (ranks arriving within it cannot be told
+#: apart: ranks/stragglers.py) at a rank placed by its host's clock, and the collectives'
+#: bound above which the host's clock places a rank. One clock's times agree to the µs
+#: (the alignment's bound), but a µs tolerance makes µs wander of a collective's start read
+#: as lateness (a relayed broadcast charged to the relaying rank); collective fits of 2-5
+#: ms on real gloo jobs set it. A rank late at every collective bounds its collectives'
+#: fit from one side only, by its lateness (43.7 ms for a rank 50 ms late), and no arrival
+#: told it from clock error
 ONE_HOST_BOUND_NS = 10_000_000.0
 
 
@@ -81,6 +81,14 @@ class RankClock:
     #: when matched around gaps: the reference rank's seq of each of this rank's
     #: collectives, by its (key, seq), the unmatched left out; else None (seq + shift)
     seq_map: dict[tuple[str, int], int] | None = None
+    #: the straggler analysis's tolerance for ties at this rank where it is not the
+    #: clock's bound (NaN): :data:`ONE_HOST_BOUND_NS` for a rank placed by its host's clock
+    tie_ns: float = math.nan
+
+    @property
+    def tolerance_ns(self) -> float:
+        """Arrivals at a collective closer than this cannot be told apart."""
+        return self.fit.bound_ns if math.isnan(self.tie_ns) else max(self.tie_ns, self.fit.bound_ns)
 
     def reference_seq(self, table: Table) -> np.ndarray:
         """The reference rank's seq for each row of (a subset of) this rank's collective
@@ -367,8 +375,9 @@ def _anchor(rank: int, anchors: dict[int, dict[str, Any]], session: dict[int, bo
 
 def _on_one_host(c: RankClock, ref: int, anchors: dict[int, dict[str, Any]], session: dict[int, bool]) -> RankClock:
     """``c`` (a rank aligned from its collectives) placed by the clock of the one host it
-    and the reference rank name, bound :data:`ONE_HOST_BOUND_NS`, where that clock's
-    offset lies within the collectives' bound and the bound is tighter than theirs: the
+    and the reference rank name (its bound: the anchors' uncertainty; ties at its
+    collectives within :data:`ONE_HOST_BOUND_NS`), where that clock's offset lies within
+    the collectives' bound and that bound is wider than :data:`ONE_HOST_BOUND_NS`: the
     same machine's clock (one wall clock, one monotonic clock) needs no fit. Otherwise
     ``c`` as it is."""
     a, b = _anchor(c.rank, anchors, session), _anchor(ref, anchors, session)
@@ -376,11 +385,12 @@ def _on_one_host(c: RankClock, ref: int, anchors: dict[int, dict[str, Any]], ses
     if not a or not b or not host or b.get("host") != host:
         return c
     fit = clock.from_anchors(a, b, method=ONE_HOST)
-    fit = replace(fit, bound_ns=max(fit.bound_ns, ONE_HOST_BOUND_NS), n=c.fit.n)
-    if not fit.bound_ns < c.fit.bound_ns or abs(fit.offset_ns - c.fit.offset_ns) > c.fit.bound_ns + fit.bound_ns:
+    fit = replace(fit, n=c.fit.n)
+    tie = max(fit.bound_ns, ONE_HOST_BOUND_NS)
+    if not tie < c.fit.bound_ns or abs(fit.offset_ns - c.fit.offset_ns) > c.fit.bound_ns + fit.bound_ns:
         return c
     msg = f"both on host {host}, whose clock the collectives agree with (their bound {fmt_ns(c.fit.bound_ns)})"
-    return RankClock(c.rank, fit, True, c.matched, c.shift, "; ".join(x for x in (c.message, msg) if x), c.seq_map)
+    return RankClock(c.rank, fit, True, c.matched, c.shift, "; ".join(x for x in (c.message, msg) if x), c.seq_map, tie)
 
 
 def _no_peer(t: Table) -> str:

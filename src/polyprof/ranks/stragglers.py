@@ -38,7 +38,8 @@ EVENT_COLUMNS = ["key", "seq", "op", "ranks", "first_rank", "last_rank", "held_b
 
 def arrivals(tables: dict[int, Table], clocks: dict[int, RankClock]) -> Table:
     """One row per (collective, rank) of the aligned ranks: key, seq (the reference
-    rank's numbering), op, rank, arrival_ns and end_ns on the reference clock, bound_ns."""
+    rank's numbering), op, rank, arrival_ns and end_ns on the reference clock, bound_ns
+    (the rank's tolerance for ties: its clock's bound, or more, ``RankClock.tolerance_ns``)."""
     parts = []
     for r, t in tables.items():
         c = clocks.get(r)
@@ -50,7 +51,7 @@ def arrivals(tables: dict[int, Table], clocks: dict[int, RankClock]) -> Table:
         parts.append(frame({
             "key": t["key"], "seq": seq, "op": t["op"], "rank": np.full(len(t), r, np.int64),
             "arrival_ns": c.fit.to_host(t["start_ns"]), "end_ns": c.fit.to_host(t["end_ns"]),
-            "bound_ns": np.full(len(t), float(c.fit.bound_ns))}))
+            "bound_ns": np.full(len(t), float(c.tolerance_ns))}))
     if not parts:
         return frame({c: np.zeros(0, object) for c in ["key", "seq", "op", "rank", "arrival_ns", "end_ns",
                                                        "bound_ns"]})
