@@ -7,6 +7,7 @@ extension against the same code without it."""
 from __future__ import annotations
 
 import os
+import resource
 import struct
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from polyprof.errors import TraceFormatError
 from polyprof.formats import xplane_pb2, xspace
 from polyprof.writers import xspace as xspace_writer
 from polyprof.formats.detect import load
@@ -236,6 +238,35 @@ def test_malformed_wire_data_raises_value_error(cut: int) -> None:
         decode.columns_from_bytes(data[:-cut])
     with pytest.raises(ValueError):
         decode.columns_from_bytes(b"\x0a\x05" + _tag(0, 0) + b"\x01\x02\x03")  # field number 0
+
+
+@pytest.mark.parametrize("item", [b"\x0a\x00",  # an empty plane
+                                  b"\x1a\x00",  # an empty line of the plane
+                                  b"\x22\x00"])  # an empty event metadata entry of the plane
+def test_a_file_of_empty_messages_is_refused_before_its_objects_are_built(tmp_path: Path, item: bytes) -> None:
+    """Two bytes of wire data an item, each a Python object of a hundred bytes or more: 5M
+    empty planes (a 10 MB file) took 1.2 GB before "planes have no names", 5M empty lines
+    700 MB and 7.8 s read as an empty trace. Now refused at 65,536 items and one per 16
+    bytes, with a TraceFormatError naming the file (never protobuf's reading after it)."""
+    body = item * 5_000_000
+    if item != b"\x0a\x00":  # inside one plane named /host:CPU
+        plane = b"\x12\x09/host:CPU" + body
+        body = b"\x0a" + _varint(len(plane)) + plane
+    path = tmp_path / "hostile.xplane.pb"
+    path.write_bytes(body)
+    with pytest.raises(OverflowError, match="more planes, lines and metadata entries"):
+        decode.columns_from_bytes(body)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(TraceFormatError, match=r"hostile\.xplane\.pb: not an XSpace profile: it holds more planes"):
+        decode.columns(body, str(path))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300_000  # KiB: not the 1.2 GB
+
+
+def test_real_profiles_hold_far_fewer_items_than_the_bound(shared_xspaces: dict[str, bytes]) -> None:
+    for name, data in shared_xspaces.items():
+        c = decode.columns_from_bytes(data)
+        items = len(c.planes) + len(c.lines) + len(c.md_key)
+        assert items <= 65_536 + len(data) // 64, name  # a fourth of the bound at most
 
 
 def _repeated_text_xspace(n: int) -> bytes:

@@ -42,6 +42,7 @@ typedef struct {
     PyObject *lines;   /* per line: (id, display_id, name, display_name, timestamp_ns, duration_ps) */
     PyObject *texts;   /* XSpace.errors, warnings, hostnames: a tuple of three lists */
     const uint8_t *base;
+    int64_t size, items, max_items; /* planes, lines and metadata entries: each a Python object */
 } state_t;
 
 #define PUSH(st, which, type, val)                                              \

@@ -438,6 +438,26 @@ stat_metadata_entry(state_t *st, const uint8_t *p, const uint8_t *end, PyObject 
     return rc;
 }
 
+/* Planes, lines and metadata entries a file may hold: each costs Python objects of a
+ * hundred bytes or more, and each takes two bytes of wire data at least (an empty
+ * message), where a profile's take tens (an id, a name, times, events); so a file holding
+ * more than MAX_ITEMS_BASE plus one per ITEM_BYTES bytes is refused (OverflowError) rather
+ * than read into some hundred times its size (the test data's profiles: 31 bytes an item
+ * and more, 190 and more above 1 kB). */
+#define MAX_ITEMS_BASE 65536
+#define ITEM_BYTES 16
+
+static int
+count_item(state_t *st)
+{
+    if (++st->items <= st->max_items)
+        return 0;
+    PyErr_Format(PyExc_OverflowError,
+                 "holds more planes, lines and metadata entries than a profile of %lld bytes (over %lld: a "
+                 "profile's take tens of bytes each)", (long long)st->size, (long long)st->max_items);
+    return -1;
+}
+
 /* XPlane: id (1), name (2), lines (3), event_metadata (4), stat_metadata (5), stats (6). */
 static int
 plane_fields(state_t *st, const uint8_t *p, const uint8_t *end, PyObject *names, PyObject *stats, int64_t *id,
@@ -456,7 +476,7 @@ plane_fields(state_t *st, const uint8_t *p, const uint8_t *end, PyObject *names,
                 return -1;
             *id = (int64_t)x;
         } else if (wt == 2 && f >= 2 && f <= 6) {
-            if (span(st, &p, end, &s, &e) < 0)
+            if (span(st, &p, end, &s, &e) < 0 || (f >= 3 && f <= 5 && count_item(st) < 0))
                 return -1;
             if (f == 2) {
                 *ns = s;
@@ -520,7 +540,7 @@ space(state_t *st, const uint8_t *p, const uint8_t *end)
             if (span(st, &p, end, &s, &e) < 0)
                 return -1;
             if (f == 1) {
-                if (plane(st, s, e) < 0)
+                if (count_item(st) < 0 || plane(st, s, e) < 0)
                     return -1;
             } else {
                 PyObject *t = utf8(st, s, e);
@@ -546,6 +566,8 @@ wire_columns(PyObject *self, PyObject *arg)
     memset(&st, 0, sizeof st);
     PyObject *out = NULL;
     st.base = view.buf;
+    st.size = (int64_t)view.len;
+    st.max_items = MAX_ITEMS_BASE + st.size / ITEM_BYTES;
     st.objs = PyList_New(0);
     st.mdtext = PyList_New(0);
     st.mdobjs = PyList_New(0);

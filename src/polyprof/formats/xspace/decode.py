@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
+from ...errors import TraceFormatError
 from ...lowlevel.compiled import optional
 
 if TYPE_CHECKING:
@@ -104,6 +105,8 @@ def columns(data: bytes, source: str) -> EventColumns:
             return columns_from_bytes(data)
         except (ValueError, UnicodeDecodeError) as e:
             log.debug("xspace %s: compiled decode refused the bytes (%s); reading through protobuf", source, e)
+        except OverflowError as e:  # too many planes, lines or metadata for its size: not read whole
+            raise TraceFormatError(source, f"not an XSpace profile: it {e}") from None
     from .wire import parse  # protobuf's messages only when the compiled walk refuses the bytes
 
     return columns_from_messages(parse(data, source))
@@ -114,7 +117,7 @@ def columns_of_space(space: XSpace) -> EventColumns:
     if _wire is not None:
         try:
             return columns_from_bytes(space.SerializeToString())
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, OverflowError) as e:  # (parsed: its memory is spent)
             log.debug("xspace: compiled decode refused a parsed message (%s)", e)
     return columns_from_messages(space)
 
