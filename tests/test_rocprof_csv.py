@@ -173,6 +173,8 @@ def test_docs_trace_files_are_sniffed_by_header(name):
 
 @pytest.mark.parametrize("name, says", [("counter_collection.csv", "rocprofv3's counter_collection file"),
                                          ("hip_api_stats.csv", "rocprofv3's hip_api_stats file"),
+                                         ("pc_sampling_host_trap.csv",  # ROCm/rocm-systems 1b1610fc
+                                          "rocprofv3's pc_sampling_host_trap file \\(program counter samples"),
                                          ("kernel_names.csv", "unrecognised format")])
 def test_docs_other_csvs_are_not_traces(name, says):
     """A counter or statistics file says what it is and names the trace file beside it
@@ -196,6 +198,7 @@ def test_docs_directory_reads_every_trace_file():
     assert set(marks.tolist()) >= {"before hipLaunchKernel", "after hipLaunchKernel"}
     md = trace.metadata["rocprof"]
     assert md["format"] == "rocprofv3 csv" and "counter_collection.csv" in md["files_not_read"]
+    assert "pc_sampling_host_trap.csv" in md["files_not_read"]  # listed, not left out without a word
 
 
 def test_docs_copies_have_a_direction_and_no_size():

@@ -52,7 +52,8 @@ KINDS = tuple(sorted((
     "agent_info", "kernel_stats", "hip_api_stats", "hsa_api_stats", "memory_copy_stats", "marker_api_stats",
     "rccl_api_stats", "scratch_memory_stats", "memory_allocation_stats", "counter_collection_stats",
     "domain_stats", "regions_trace",  # and rocpd's (rocpd2csv): every API domain in one file, and more
-    "counter_collection_trace", "spm_counter_collection_trace", "graph_launch_trace", "hip_event_trace"), key=len, reverse=True))
+    "counter_collection_trace", "spm_counter_collection_trace", "graph_launch_trace", "hip_event_trace",
+    "pc_sampling_host_trap", "pc_sampling_stochastic"), key=len, reverse=True))
 
 #: the columns each file this reader reads must have
 KERNEL = ("Kind", "Agent_Id", "Queue_Id", "Kernel_Name", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
@@ -131,6 +132,8 @@ def sniff(head: bytes, path: Path) -> bool:
 
 #: what rocprofv3's (and rocpd's) CSV files that hold no events are (by the kind in their name)
 NOT_TRACES = {"counter_collection": "counter values per kernel dispatch", "agent_info": "the run's agents",
+              **{f"pc_sampling_{k}": "program counter samples: the instructions kernel dispatches were at"
+                 for k in ("host_trap", "stochastic")},
               **{f"{k}_trace": f"{w}, which polyprof does not read" for k, w in (
                   ("memory_allocation", "allocations"), ("scratch_memory", "scratch memory events"),
                   ("graph_launch", "graph launches"), ("hip_event", "HIP events"))},
