@@ -1,5 +1,7 @@
 """``--window hta``: the per-kernel table, the comm/compute overlap and the launch table
-count what HTA 0.5 counts, with HTA's times (audit H1, H2).
+count what HTA 0.5 counts, with HTA's times (audit H1, H2), and the per-kernel table the
+``cuda_sync`` rows HTA types COMPUTATION (``Stream Wait Event``: a100_alexnet_small's 20,
+10 µs), which the device view leaves out.
 
 Before, under HTA's window only the temporal, idle, queue and kernel-type tables read
 HTA's rows (``analyze/hta_compat.py``): ``kernel_breakdown`` and ``launch_stats`` summed
@@ -43,6 +45,9 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("hta") is None,
                                 reason="Holistic Trace Analysis is not installed (pip install HolisticTraceAnalysis)")
 
 A100 = Path(__file__).parent / "data" / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
+#: cuda_sync records on streams: Stream Wait Event (HTA's COMPUTATION), Stream Sync and
+#: Context Sync (its OTHER)
+ALEXNET = A100.with_name("a100_alexnet_small.json.gz")
 
 _DRIVER = r"""
 import json, logging, sys, warnings
@@ -94,7 +99,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("hta_kernels")
     out = {}
     for name, data in (("a100_nccl_rank0", A100.read_bytes()),
-                       ("orphans", gzip.compress(json.dumps(orphans_trace()).encode()))):
+                       ("orphans", gzip.compress(json.dumps(orphans_trace()).encode())),
+                       ("a100_alexnet_small", ALEXNET.read_bytes())):
         (tmp / name).mkdir()
         out[name] = tmp / name / "rank0.json.gz"
         out[name].write_bytes(data)
@@ -119,7 +125,7 @@ def _by_name(kb) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("name", ["a100_nccl_rank0", "orphans"])
+@pytest.mark.parametrize("name", ["a100_nccl_rank0", "orphans", "a100_alexnet_small"])
 def test_kernel_table_equals_htas(files: dict[str, Path], hta: dict[str, dict], name: str) -> None:
     """Each kernel name's total is HTA's ``sum (us)`` to the µs, the same names (before:
     a100_nccl 72 of 72 names off, total 102,978 µs against 100,462; the orphans file
@@ -129,13 +135,15 @@ def test_kernel_table_equals_htas(files: dict[str, Path], hta: dict[str, dict], 
     assert _by_name(kb) == want
     if name == "a100_nccl_rank0":
         assert sum(want.values()) == 100_462_000 and int(column(kb, "count").sum()) == 2516
+    elif name == "a100_alexnet_small":  # the one cuda_sync row HTA lists (the device view leaves it out)
+        assert want["Stream Wait Event"] == 10_000 and "Stream Sync" not in want
     else:  # k_tiny: rounded to an end 1 µs before its start, as HTA sums it
         assert want == {"k_a": 48_000, NCCL: 33_000, "k_tiny": -1_000}
 
 
 def test_overlap_equals_htas(files: dict[str, Path], hta: dict[str, dict]) -> None:
     """HTA's comm/compute overlap (its 2 decimals), without the launch-less pair."""
-    for name in files:
+    for name in ("a100_nccl_rank0", "orphans"):
         co = comm_comp_overlap(load(files[name]), window=HTA)
         assert round(float(column(co, "overlap_pct")[0]), 2) == hta[name]["overlap_pct"], name
     assert hta["a100_nccl_rank0"]["overlap_pct"] == 14.31
@@ -149,7 +157,7 @@ def test_launch_table_equals_htas(files: dict[str, Path], hta: dict[str, dict]) 
     activity's duration is HTA's (before: a100_nccl's 23,788 µs of calls against 21,289),
     and HTA's ``launch_delay`` is polyprof's ``queue_delay_ns`` clipped at 0 (from the
     call's end; polyprof's ``launch_delay_ns`` runs from its start)."""
-    for name in files:
+    for name in ("a100_nccl_rank0", "orphans"):
         t = load(files[name])
         ls = launch_stats(t, window=HTA)
         corr = t.stats.get(CORRELATION_ID)

@@ -8,7 +8,8 @@ import numpy as np
 
 from ..derive.intervals import covered, union
 from ..trace.core import Trace
-from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, DeviceView, analysed_stretches, device_view, qualified_names
+from .common import (CLASS_NAMES, COMMUNICATION, COMPUTE, DeviceView, activity_class, analysed_stretches, device_view,
+                     qualified_names)
 from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
 from .occupancy import LAUNCH_COLUMNS, launch_config
@@ -347,17 +348,15 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
     its module, named ``module/kernel``, with ``module`` ("" for the other rows): XLA
     names ops uniquely within a module only.
     """
-    v = device_view(trace, window)
+    rows, cls, plane, start, dur = _kernel_rows(trace, window)
     cols = ["name", "module", "kind", *(["plane"] if by_device else []), "count", "total_ns", "mean_ns", "median_ns",
             "min_ns", "max_ns", "share_pct", "devices", *LAUNCH_COLUMNS]
-    if not v.counted.any():
+    if not len(rows):
         return empty_frame(cols, cols)
-    c = v.counted
-    name, labels, modules = qualified_names(trace, v.rows[c])
-    base = (name << 8) | v.cls[c].astype(np.int64)
-    on_plane = (base << 20) | v.plane[c].astype(np.int64)
+    name, labels, modules = qualified_names(trace, rows)
+    base = (name << 8) | cls.astype(np.int64)
+    on_plane = (base << 20) | plane.astype(np.int64)
     key = on_plane if by_device else base
-    dur = v.dur[c]
     g = group_stats(key, dur)
     k = g["key"]
     # on how many devices each (name, class) ran: distinct (base, plane) pairs per base
@@ -374,9 +373,35 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
         "devices": pc[np.searchsorted(pb, kb)],
         # (each name's earliest by time: the groups sorted by key then start, as group_stats' by key then
         # duration, which gave the shortest launch's, and a time-ordered export another's)
-        **launch_config(trace, v.rows[c][lexsort((v.start[c], key))[g["starts"]]]),
+        **launch_config(trace, rows[lexsort((start, key))[g["starts"]]]),
     }, order=order_desc(g["total"]))
     return out
+
+
+def _kernel_rows(trace: Trace, window: WindowArg) -> tuple[np.ndarray, ...]:
+    """The device view's counted rows (event row, class, plane, start, duration); under
+    HTA's window also the rows HTA's kernel table lists that the device view leaves out,
+    as synchronisation rather than work: ``cuda_sync`` records on a stream that HTA types
+    COMPUTATION (``Stream Wait Event``; not ``Stream Sync``, its type OTHER), MTIA's
+    ``event_record`` / ``event_wait``, with HTA's rounded times."""
+    v = device_view(trace, window)
+    c = v.counted
+    rows, cls, plane, start, dur = v.rows[c], v.cls[c], v.plane[c], v.start[c], v.dur[c]
+    win = selection(view(trace, window))
+    if win is None or not win.hta:
+        return rows, cls, plane, start, dur
+    from .hta_compat import hta_activity  # HTA's own computations: only for its window (--window hta)
+
+    act = hta_activity(trace)
+    more = ~np.isin(act.rows, v.rows) & act.compute  # (the others, `.*Sync`, are HTA's type OTHER: not listed)
+    if not more.any():
+        return rows, cls, plane, start, dur
+    extra = act.rows[more]
+    order = np.argsort(np.concatenate([rows, extra]), kind="stable")
+    parts = ((rows, extra), (cls, activity_class(trace, extra)),
+             (plane, trace.track_plane[trace.events["track"][extra]]), (start, act.start[more]),
+             (dur, (act.end - act.start)[more]))
+    return tuple(np.concatenate([a, b.astype(a.dtype)])[order] for a, b in parts)
 
 
 def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> Table:
