@@ -14,9 +14,8 @@ unsized.
 One prefix's files are one process. A path is either one of those files (its siblings
 with the same prefix are read with it) or the directory rocprofv3 wrote (every prefix
 in it: one Trace with a source per process, as rocprofv3's JSON and a merged rocpd
-database give). Each file is read by pyarrow's CSV reader into columns; names are
-dictionary-encoded; the Trace is made by formats/rocm_trace.py, as for the JSON and
-rocpd readers. Timestamps stay rocprofiler-sdk's (ns); no wall-clock anchor is written.
+database give). Each file is read by pyarrow's CSV reader into columns, names dictionary-encoded,
+the Trace made by formats/rocm_trace.py as for the JSON and rocpd readers (ns, no wall anchor).
 
 rocpd's CSV files (``rocpd2csv``, ROCm 7) are these kinds with a ``Guid`` (the run's id)
 first, some names title-cased (``Vgpr_Count``: names match without case), every API domain
@@ -132,8 +131,7 @@ def sniff(head: bytes, path: Path) -> bool:
 
 #: what rocprofv3's (and rocpd's) CSV files that hold no events are (by the kind in their name)
 NOT_TRACES = {"counter_collection": "counter values per kernel dispatch", "agent_info": "the run's agents",
-              **{f"pc_sampling_{k}": "program counter samples: the instructions kernel dispatches were at"
-                 for k in ("host_trap", "stochastic")},
+              **dict.fromkeys(("pc_sampling_host_trap", "pc_sampling_stochastic"), "program counter samples"),
               **{f"{k}_trace": f"{w}, which polyprof does not read" for k, w in (
                   ("memory_allocation", "allocations"), ("scratch_memory", "scratch memory events"),
                   ("graph_launch", "graph launches"), ("hip_event", "HIP events"))},
