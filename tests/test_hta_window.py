@@ -218,6 +218,23 @@ def test_idle_time_breakdown_equals_htas(files: dict[str, Path], hta: dict[str, 
     assert compared == len(files) - len(UNREAD)
 
 
+def test_streams_sharing_a_track_are_told_apart() -> None:
+    """rocprofv3's 565 HTA streams (its ``stream`` values) run on 4 queues: each row is
+    named with its stream (before: 565 rows of 4 names, ``queue 18`` three times in a
+    row), each device's rows longest idle first, their sum the device's row."""
+    from polyprof.analyze.breakdown import idle_time_breakdown
+
+    t = load(Path(__file__).parent / "data" / "rocprof" / "tracelens_908_results.json.gz")
+    it = idle_time_breakdown(t, window=HTA)
+    per_stream = np.asarray(it["track_id"]) >= 0
+    names = np.asarray(it["stream"], object)[per_stream].tolist()
+    assert len(names) == 565 and len(set(names)) == 565
+    assert {"queue 16", "queue 20", "queue 18 stream 567", "queue 18 stream 5"} <= set(names)
+    idle = np.asarray(it["idle_ns"])[per_stream]
+    assert (np.diff(idle) <= 0).all()
+    assert int(idle.sum()) == int(np.asarray(it["idle_ns"])[~per_stream].sum())
+
+
 def test_queue_length_summary_equals_htas(files: dict[str, Path], hta: dict[str, dict],
                                           traces: dict[str, polyprof.Trace]) -> None:
     """HTA's get_queue_length_summary, stream by stream: count, min, quartiles and max

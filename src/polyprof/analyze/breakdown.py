@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -305,22 +306,29 @@ def _idle_rows_one_by_one(trace: Trace, v: DeviceView, launch_start: np.ndarray,
 
 def _hta_idle(trace: Trace, kernel_wait_max_ns: int) -> Table:
     """HTA 0.5's ``get_idle_time_breakdown`` (``hta_compat.idle_gaps``): one row per HTA
-    stream, on the track of its first activity, and per device ``(all streams)``: the
+    stream, on the track of its first activity (named with its stream where several
+    share it), the longest idle first, and per device ``(all streams)``: the
     sum of its streams (HTA charts them stacked). ``gaps``: the gaps between consecutive
     activities of a stream."""
     from .hta_compat import CONSECUTIVE_KERNEL_DELAY_NS, idle_gaps  # HTA's own computations: only for its window (--span device)
 
     delay = CONSECUTIVE_KERNEL_DELAY_NS if kernel_wait_max_ns == KERNEL_WAIT_MAX_NS else kernel_wait_max_ns
     by_plane: dict[int, list[tuple]] = {}
-    for g in idle_gaps(trace, delay).values():
-        track = int(trace.events["track"][g.first_row])
+    gaps = idle_gaps(trace, delay)
+    track_of = {sid: int(trace.events["track"][g.first_row]) for sid, g in gaps.items()}
+    shared = Counter(track_of.values())
+    for sid, g in gaps.items():
+        track = track_of[sid]
         plane = int(trace.track_plane[track])
+        # HTA's streams are its `stream` values: where several share a track (rocprofv3's
+        # streams on 4 queues), each row says its own
+        label = trace.tracks[track].name + (f" stream {sid}" if shared[track] > 1 else "")
         by_plane.setdefault(plane, []).append(
-            (trace.planes[plane].name, trace.tracks[track].name, track, g.host_wait + g.kernel_wait + g.other,
+            (trace.planes[plane].name, label, track, g.host_wait + g.kernel_wait + g.other,
              g.host_wait, g.kernel_wait, g.other, g.gaps))
     out: list[tuple] = []
     for plane in sorted(by_plane):
-        rows_ = by_plane[plane]
+        rows_ = sorted(by_plane[plane], key=lambda r: -r[3])  # the longest idle first
         out += rows_
         sums = [sum(r[i] for r in rows_) for i in range(3, 8)]
         out.append((rows_[0][0], ALL_STREAMS, -1, *sums))
