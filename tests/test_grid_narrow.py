@@ -1,4 +1,4 @@
-"""The terminal tables at a narrow width (report/grid.py): no rows at all (``-n 0``), and
+"""The terminal tables at a narrow width (report/grid.py): no rows at all (a table of ``top=0``), and
 at 60 columns every table whole, its headers uncut, its names readable: optional columns
 go first, then the rightmost columns, and the title says which (wrapped, never cut).
 At 80 columns the built-in tables keep every column they had."""
@@ -70,12 +70,18 @@ def test_no_rows_at_a_narrow_width_is_a_table_of_its_headers():
 
 
 @pytest.mark.parametrize("width", ["80", "60"])
-def test_summary_of_no_rows_prints_the_tables_headers(width):
+def test_summary_of_no_rows_is_the_headline_and_findings(width):
+    """``summary -n 0`` printed every table as an empty frame of headers; now, as ``diff
+    -n 0`` is the verdict alone, the headline, the notes under it and the findings."""
     env = {**os.environ, "COLUMNS": width}
     r = subprocess.run([sys.executable, "-m", "polyprof", "summary", "-n", "0", str(SMALL)], capture_output=True,
                        text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
-    assert "Memory copies and fills" in r.stdout and "internal error" not in r.stderr
+    assert r.stdout.startswith("polyprof summary:") and "internal error" not in r.stderr
+    assert "Memory copies and fills" not in r.stdout and "┏" not in r.stdout
+    full = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(SMALL)], capture_output=True,
+                          text=True, timeout=300, env=env).stdout
+    assert full.startswith(r.stdout.split("╭")[0]) and "Memory copies and fills" in full
 
 
 def test_at_60_columns_every_table_is_whole_with_its_headers_and_readable_names():

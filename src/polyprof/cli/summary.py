@@ -21,7 +21,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("file", nargs="+", help="trace file (any format polyprof reads) or a store (polyprof "
                                           "convert); several files or a directory: the ranks of one job, side by "
                                           "side on one clock")
-    p.add_argument("-n", "--top", type=count, default=15, help="rows per table (default 15)")
+    p.add_argument("-n", "--top", type=count, default=15, help="rows per table (default 15; 0: the headline and findings only)")
     p.add_argument("--json", action="store_true",
                    help="print every table and finding as JSON (for scripts and CI)")
     add_executor_args(p)

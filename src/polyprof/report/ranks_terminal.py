@@ -90,8 +90,10 @@ def _rank_parts(out: Out, report: JobReport, top: int, W: int) -> None:
                                              None))))
     if ov.get("window"):
         out(Para((("analysed window", "bold"), (f": {ov['window']}", None))))
-    if report.findings:
-        out(Boxed("Findings", tuple(_finding_lines(report.findings[:top]))))
+    if report.findings:  # (-n 0: every finding, and no table)
+        out(Boxed("Findings", tuple(_finding_lines(report.findings[:top] if top else report.findings))))
+    if not top:
+        return
     out(_table("Ranks side by side", T["rank_overview"], [
         # at 80 columns the file and the step count go first: the verdict is in the times and shares
         ("rank", "rank", _int), ("file", "file", _short, 3), ("steps", "steps", _int, 2),

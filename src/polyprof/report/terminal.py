@@ -145,7 +145,7 @@ def _rich_console(console: Console | None) -> Console:
 
 def _parts(out: Out, report: Report, top: int, W: int) -> None:
     """Each part of the summary, in order, to ``out``."""
-    T, ov = report.tables, report.overview
+    ov = report.overview
     has_device = bool(ov["correlation"].get("device_activities"))
     _overview(out, ov)
     mfu = mfu_line(report)  # FLOPs, rate and MFU, or why no MFU (no peak known)
@@ -153,6 +153,17 @@ def _parts(out: Out, report: Report, top: int, W: int) -> None:
         out(mfu)
     if report.findings:
         out(Boxed("Findings", tuple(_finding_lines(report.findings))))
+    if top:  # (-n 0: the headline and findings only)
+        _tables(out, report, top, W, has_device)
+    for err in ov["plugin_errors"]:
+        out(Para(((f"plugin {err['plugin']} failed in {err['phase']}", "red"), (f": {err['error']}", None))))
+    for w in ov.get("warnings", []):
+        out(Para((("warning", "yellow"), (f": {w}", None))))
+
+
+def _tables(out: Out, report: Report, top: int, W: int, has_device: bool) -> None:
+    """The summary's tables, ``top`` rows each."""
+    T = report.tables
     _device_tables(out, T, top, W, getattr(selection(report.trace), "hta", False))
     _op_tables(out, T, top, W, has_device)
     _section_tables(out, T["section_stats"], top, W, has_device)
@@ -174,10 +185,6 @@ def _parts(out: Out, report: Report, top: int, W: int) -> None:
     _other_events(out, T, top, W)
     _counter_table(out, T.get("counter_stats"), top, W)
     extension_tables.parts(out, T, top, W, _table)  # other packages' tables, after polyprof's
-    for err in ov["plugin_errors"]:
-        out(Para(((f"plugin {err['plugin']} failed in {err['phase']}", "red"), (f": {err['error']}", None))))
-    for w in ov.get("warnings", []):
-        out(Para((("warning", "yellow"), (f": {w}", None))))
 
 
 def _int(x: float) -> str:
