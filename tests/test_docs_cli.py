@@ -1,5 +1,5 @@
 """What a user reading the docs sees of the command: every ``--help`` fits 80 columns,
-and ``polyprof plugins`` prints a plugin's reason as written (no markup eaten)."""
+its examples parse, and ``polyprof plugins`` prints a plugin's reason as written (no markup eaten)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,24 @@ def test_help_fits_80_columns(command, monkeypatch):
     # an option named in a text is never broken at its hyphen ("--token-" / "file")
     assert not [ln for ln in text.splitlines() if ln.rstrip().endswith("-") and not ln.rstrip().endswith(" -")], \
         f"polyprof {command or ''} --help breaks a word at a hyphen"
+
+
+@pytest.mark.parametrize("command", ["run", "summary", "report", "export", "diff", "convert", "capture",
+                                     "critical-path"])
+def test_each_command_help_ends_with_examples_that_parse(command):
+    """Each command's ``--help`` ends with its examples, and each one is a command line
+    its parser takes (a shell redirection left out); a renamed option fails here."""
+    parser = cli.build_parser(only=command)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    examples = sub.choices[command].examples
+    text = _help(command)
+    assert len(examples) >= 2 and text.index("examples:") > text.index("options:")
+    for line, what in examples:
+        assert line in text and what.split()[0] in text
+        argv = line.split(" > ")[0].split()
+        assert argv[0] == "polyprof" and argv[1] in cli.COMMANDS, line
+        args = cli.build_parser(only=argv[1]).parse_args(argv[1:])  # (argparse exits on a bad line)
+        assert args.command == argv[1]
 
 
 def test_plugins_prints_a_reason_with_brackets_as_written(monkeypatch):

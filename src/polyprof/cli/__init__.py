@@ -78,15 +78,28 @@ class _RawWrap(_Wrap, argparse.RawDescriptionHelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """A command's parser: :class:`_Wrap` unless it keeps its description raw."""
+    """A command's parser: :class:`_Wrap` unless it keeps its description raw; its
+    ``examples`` (command lines, each with what it does) end its ``--help``."""
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
+    def __init__(self, *args: Any, examples: Sequence[tuple[str, str]] = (), **kw: Any) -> None:
         given = kw.get("formatter_class")
         kw["formatter_class"] = _RawWrap if given is argparse.RawDescriptionHelpFormatter else (given or _Wrap)
         super().__init__(*args, **kw)
+        self.examples = list(examples)
         # -v after the command too (``polyprof summary -v FILE``), counted with one before it
         self.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                           help="more log output (-vv: debug)")
+
+    def format_help(self) -> str:
+        import textwrap
+
+        if not self.examples:
+            return super().format_help()
+        lines = ["examples:"]
+        for command, what in self.examples:
+            lines.append(f"  {command}")
+            lines += textwrap.wrap(what, 76, initial_indent="      ", subsequent_indent="      ")
+        return super().format_help() + "\n" + "\n".join(lines) + "\n"
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

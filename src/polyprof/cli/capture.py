@@ -13,9 +13,17 @@ from ..errors import CaptureError
 from .common import Subparsers, positive, seconds
 
 
+#: what ``polyprof capture --help`` ends with
+EXAMPLES = [
+    ('polyprof capture 127.0.0.1:9012 -o c.polyprof', 'the next second of a process started with `polyprof run --serve 127.0.0.1:9012`'),
+    ('polyprof capture -d 5000 host1:9012,host2:9012 -o caps/', '5 s of two processes over the same interval, one file each'),
+    ('polyprof capture localhost:9012 --logdir logs/', "a JAX or TensorFlow profiler server's capture, for XProf/TensorBoard"),
+]
+
+
 def register(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "capture", allow_abbrev=False,  # no `--token SECRET` taken for --token-file
+        "capture", examples=EXAMPLES, allow_abbrev=False,  # no `--token SECRET` taken for --token-file
         help="capture running processes that serve captures (polyprof, TensorFlow, JAX)",
         description="Capture the next --duration-ms of one or several running processes that serve "
                     "the ProfilerService protocol: `polyprof run --serve`, POLYPROF_SERVE, "

@@ -17,9 +17,17 @@ from ..trace.sorting import unique
 log = logs.kept("polyprof")
 
 
+#: what ``polyprof critical-path --help`` ends with
+EXAMPLES = [
+    ('polyprof critical-path logs/', "per step: the path's length, its ranks and ops, across the job's ranks"),
+    ('polyprof critical-path logs/ --what-if 3:nccl:0.5', "each step's change if rank 3's ops whose name holds nccl took half as long"),
+    ('polyprof critical-path train.polyprof --step 2 -n 20', "one trace's third step, 20 events of its path"),
+]
+
+
 def register(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "critical-path", help="what holds each step across the ranks of a job, and what-ifs",
+        "critical-path", examples=EXAMPLES, help="what holds each step across the ranks of a job, and what-ifs",
         description="The critical path of each step of a job: every rank's dependency graph (HTA's) joined "
                     "through the matched collectives (the k-th collective of a communicator ends when its last "
                     "rank arrives; a rank none of whose collectives matches is named, and left out), on the "

@@ -66,9 +66,17 @@ def _options(p: argparse.ArgumentParser) -> None:
                        "but the first, the warm-up, when there are 3 or more)")
 
 
+#: what ``polyprof diff --help`` ends with
+EXAMPLES = [
+    ('polyprof diff before.polyprof after.polyprof', 'what got slower or faster, row by row, beyond the noise'),
+    ('polyprof diff a1.polyprof a2.polyprof -- b1.polyprof b2.polyprof', 'two runs a side: the noise between runs is measured, not assumed'),
+    ('polyprof diff before/ after/ -o diff.html', 'two jobs (directories of rank traces); the tables as HTML too'),
+]
+
+
 def register(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "diff", help="compare two runs: what got slower or faster, beyond the noise",
+        "diff", examples=EXAMPLES, help="compare two runs: what got slower or faster, beyond the noise",
         usage="polyprof diff [options] A B\n       polyprof diff [options] A1 A2 ... -- B1 B2 ...",
         description="Per kernel, framework op and section: counts and time in run A and run B, the change per "
                     "step, and whether it is beyond the noise (a t test per rank, ranks combined, corrected for "

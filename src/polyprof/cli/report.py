@@ -18,8 +18,15 @@ from .ranks import add_executor_args, add_rank_arg, analyze_ranks, is_job, is_st
 BIG_TRACE = 300_000
 
 
+#: what ``polyprof report --help`` ends with
+EXAMPLES = [
+    ('polyprof report train.polyprof -o train.html', 'one HTML file: timeline, breakdowns, tables, findings'),
+    ('polyprof report logs/ -o job.html', "a job's ranks on one page"),
+]
+
+
 def register(sub: Subparsers) -> None:
-    p = sub.add_parser("report", help="write an HTML report (one file, works offline)",
+    p = sub.add_parser("report", examples=EXAMPLES, help="write an HTML report (one file, works offline)",
                        description="Per-device timeline overview, time breakdowns, top kernels / ops / "
                                    "sections, steps and findings, in one self-contained HTML file.")
     p.add_argument("file", nargs="+", help="trace file (any format polyprof reads) or a store; several "

@@ -52,8 +52,18 @@ from .common import (Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak
                      plugin_list, print_summary, refuse_over_inputs)
 
 
+#: what ``polyprof run --help`` ends with
+EXAMPLES = [
+    ('polyprof run train.py --epochs 3', 'profile train.py (its own arguments after it) with every available plugin; write train.polyprof and print the summary'),
+    ('polyprof run --plugins torch -o out/ train.py', 'only the torch plugin; write out/train.polyprof'),
+    ('polyprof run --schedule skip_first=10,wait=0,warmup=1,active=3 train.py', "record 3 steps after 10 left out and 1 of warm-up, as torch.profiler's schedule"),
+    ('polyprof run -o t.pt.trace.json -m mypkg.train', 'run a module, as python -m, and write Kineto JSON (HTA, TensorBoard)'),
+    ('polyprof run --serve 127.0.0.1:9012 train.py', 'record nothing until `polyprof capture 127.0.0.1:9012` asks'),
+]
+
+
 def register(sub: Subparsers) -> None:
-    p = sub.add_parser("run", help="profile a Python script and write a .polyprof trace",
+    p = sub.add_parser("run", examples=EXAMPLES, help="profile a Python script and write a .polyprof trace",
                        description="Run SCRIPT as __main__ inside a profiling session. The exit code is "
                                    "the script's; the trace is written even if the script raises, "
                                    "calls sys.exit or is interrupted (SIGINT/SIGTERM). As python does, "

@@ -11,8 +11,19 @@ from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, count
 from .ranks import add_executor_args, analyze_ranks, is_job
 
 
+#: what ``polyprof summary --help`` ends with
+EXAMPLES = [
+    ('polyprof summary train.polyprof', 'where the time went: breakdowns, top tables, steps, findings'),
+    ('polyprof summary trace.pt.trace.json.gz -n 5', 'any format polyprof reads (here Kineto JSON); 5 rows per table'),
+    ('polyprof summary logs/', "a directory of one job's rank traces, on one clock"),
+    ('polyprof summary --steps 10:20 report.sqlite', 'steps 10 to 19 of an Nsight Systems SQLite export'),
+    ('polyprof summary --json train.polyprof > s.json', 'every table and finding as JSON'),
+    ('polyprof summary --window hta trace.json', 'the numbers as HTA computes them'),
+]
+
+
 def register(sub: Subparsers) -> None:
-    p = sub.add_parser("summary", help="print where the time went in a trace",
+    p = sub.add_parser("summary", examples=EXAMPLES, help="print where the time went in a trace",
                        description="Device time breakdowns, top kernels / ops / sections, steps, launches and "
                                    "findings for any supported trace file.",
                        epilog="Formats read, told by their content (the names an unrecognised file's error lists; "
