@@ -10,6 +10,11 @@
 #                    "unknown target CPU 'generic'"); tests/conftest.py uses whichever
 #                    OpenCL device compiles
 #   chromium         renders the HTML report in its tests (headless)
+#
+# The tests run in POLYPROF_TEST_WORKERS processes (pytest-xdist; default 2, 1: in this
+# process alone): on 2 cores the suite takes about half the time of one process (18
+# against 36 minutes here); each test then shares the cores with another, as on a busy
+# machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q "torch==2.13.0"
@@ -32,7 +37,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 set +e
-python -m pytest -q "$@"
+workers=${POLYPROF_TEST_WORKERS:-2}
+if [ "$workers" = 1 ]; then python -m pytest -q "$@"; else python -m pytest -q -n "$workers" "$@"; fi
 code=$?
 set -e
 if [ "$code" -eq 5 ]; then echo "pytest collected no tests: failing CI" >&2; exit 1; fi

@@ -122,7 +122,7 @@ def test_the_command_says_which_rank_is_not_joined(job, traces_dir, tmp_path):
     k = _slept(job[0])[0]
     r = subprocess.run([sys.executable, "-m", "polyprof", "critical-path", str(d), "--step", str(k), "--step",
                         str(k + 1), "--what-if", "2:load:0"], capture_output=True, text=True, timeout=300,
-                       env={"COLUMNS": "200", **__import__("os").environ})
+                       env={**__import__("os").environ, "COLUMNS": "200"})
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
     assert lines[0].startswith("not joined in any step: rank 3: its clock was not aligned from collectives")
