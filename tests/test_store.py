@@ -295,6 +295,24 @@ def test_damaged_store_says_what_and_where(small_store, damage):
     assert r.returncode == 1 and "damaged" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_ranks_folder_given_for_a_trace_says_how_to_take_that_rank(small_store):
+    """``STORE/rank=1`` (what a user sees in the store) given to a command: the error names
+    it as rank 1's folder and the commands that take that rank, each of which works
+    (before: summary read its counters.parquet as an event table and failed on it; sql
+    said to convert the folder into a store)."""
+    folder = small_store / "rank=1"
+    for args in (["summary", str(folder)], ["report", str(folder), "-o", str(small_store.parent / "r.html")],
+                 ["sql", str(folder), "SELECT 1"]):
+        r = cli(*args)
+        assert r.returncode != 0 and r.stderr.count("\n") == 1, r.stderr
+        assert f"{folder}: rank 1's folder in the store {small_store}" in r.stderr, r.stderr
+        assert "--rank 1" in r.stderr and "WHERE rank = 1" in r.stderr
+    r = cli("sql", str(small_store), "SELECT count(*) AS n FROM events WHERE rank = 1", "--csv")
+    assert r.returncode == 0 and int(r.stdout.split()[1]) == len(load_rank(polyprof.load_ranks(small_store).entry(1)).events["name"]), r.stderr
+    with pytest.raises(PolyprofError, match="rank 1's folder in the store"):
+        polyprof.load_ranks(folder)
+
+
 def test_any_concurrent_futures_executor(small_store):
     base = to_json(summary(small_store))
     with cf.ThreadPoolExecutor(2) as ex:

@@ -174,8 +174,10 @@ def _one_trace(path: str) -> None:
     """A directory of ranks is no trace to query: say how to query it (a store)."""
     from pathlib import Path
 
+    from ..store.manifest import refuse_rank_dir
     from .ranks import is_job
 
+    refuse_rank_dir(path)
     if Path(path).is_dir() and is_job(path):
         raise PolyprofError(f"{path}: a directory (a job's ranks?), not one trace: polyprof sql queries a trace file "
                             f"or a store of the ranks, with a rank column; convert the directory first: "

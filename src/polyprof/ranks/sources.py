@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from ..errors import PolyprofError
 from ..formats.journal_layout import MAGIC as JOURNAL_MAGIC, SUFFIX as JOURNAL_SUFFIX
-from ..store.manifest import is_store, read_manifest
+from ..store.manifest import is_store, read_manifest, refuse_rank_dir
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.identity import identify
@@ -243,6 +243,7 @@ def _directory(item: Any, warn: bool = True) -> list[RankSource] | None:
     if not isinstance(item, (str, os.PathLike)) or not Path(item).is_dir():
         return None
     p = Path(item)
+    refuse_rank_dir(p)
     from ..formats.rocprof_csv import runs_in  # rocprofv3's CSV output: one rank per prefix (process)
     from ..formats.nsys_csv import runs_in as nsys_runs  # nsys stats -o PREFIX's CSVs: one rank per prefix
 

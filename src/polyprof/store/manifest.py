@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import orjson
 
-from ..errors import TraceFormatError
+from ..errors import PolyprofError, TraceFormatError
 from .._version import __version__
 
 FORMAT = "polyprof-store"
@@ -73,6 +73,17 @@ def is_store(path: str | Path) -> bool:
     """A directory that is (or was meant to be) a store."""
     p = Path(path)
     return p.is_dir() and ((p / MANIFEST).exists() or any(p.glob("rank=*")) or any(p.glob(".part-*")))
+
+
+def refuse_rank_dir(path: str | Path) -> None:
+    """Refuse a store's rank folder (``STORE/rank=N``) given for a trace or a job, saying
+    how the commands take that rank of the store."""
+    p = Path(path)
+    if p.name.startswith("rank=") and p.name[5:].isdigit() and p.is_dir() and is_store(p.parent):
+        store, n = p.parent, int(p.name[5:])
+        raise PolyprofError(f"{p}: rank {n}'s folder in the store {store}, not a trace or a job: give the store "
+                            f"(polyprof summary {store}: every rank; polyprof report or export {store} --rank {n}; "
+                            f"polyprof sql {store} \"... WHERE rank = {n}\"; polyprof.load_ranks('{store}'))")
 
 
 def write_manifest(root: Path, ranks: list[dict[str, Any]], **extra: Any) -> Path:
