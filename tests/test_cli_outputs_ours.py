@@ -117,6 +117,14 @@ def test_trace_stem_removes_only_a_trace_ending():
     assert names_directory("out/") and not names_directory("out") and not names_directory("out.html")
 
 
+def test_a_stores_outputs_are_named_without_store(tmp_path):
+    """``export job.store -o out/`` writes ``out/job.json`` (before: ``job.store.json``);
+    a directory that is no store keeps its whole name."""
+    (tmp_path / "job.store" / "rank=0").mkdir(parents=True)
+    (tmp_path / "logs.store").mkdir()
+    assert trace_stem(tmp_path / "job.store") == "job" and trace_stem(tmp_path / "logs.store") == "logs.store"
+
+
 def _closed_pipe(*args: str) -> subprocess.CompletedProcess:
     """The command with its stdout a pipe nobody reads any more (``| head -1`` once head
     has gone): every write is EPIPE."""

@@ -269,11 +269,15 @@ def trace_stem(path: str | Path) -> str:
     """A trace's name without the ending that names its format (those a directory of
     ranks is read by, ``ranks/sources.TRACE_SUFFIXES``, and the formats' own, with a
     killed run's ``.partial``): ``host_1.1700.pt.trace.json.gz`` -> ``host_1.1700``,
-    ``node1.cl.json`` -> ``node1.cl``; a name of no such ending (a directory, a store) whole."""
+    ``node1.cl.json`` -> ``node1.cl``; a store's without ``.store`` (``job.store`` -> ``job``);
+    a name of no such ending (a directory, another store) whole."""
     from ..formats.registry import all_formats  # (a command that names an output by its input only)
     from ..ranks.sources import TRACE_SUFFIXES
+    from ..store.manifest import is_store
 
     name = Path(path).name
+    if name.endswith(".store") and len(name) > 6 and is_store(path):
+        return name[:-6]
     endings = {*TRACE_SUFFIXES, *(s for f in all_formats() for s in f.suffixes), ".csv", ".pickle", ".pkl"}
     endings |= {e + ".partial" for e in endings}
     low = name.lower()
