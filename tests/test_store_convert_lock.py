@@ -85,6 +85,23 @@ def test_a_killed_converts_leftover_is_cleared(tmp_path):
     assert Store(root).ranks == [0, 1] and leftovers(root) == []
 
 
+def test_a_store_being_converted_is_named_so_not_missing(tmp_path):
+    """A command given the store while its first convert writes it (or after that convert
+    was killed) says so, naming the work folder (before: "no such file")."""
+    root = tmp_path / "st"
+    first = _holder(root)
+    try:
+        for args in (("sql", root, "SELECT 1"), ("summary", root), ("summary", root, GLOO[0])):
+            line = one_error(cli(*args))
+            assert line.startswith(f"polyprof: error: {root}: no store here yet: a convert is writing it in "
+                                   f"{tmp_path / '.st.polyprof-new'}"), line
+    finally:
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=60)
+    assert "no store here yet" in one_error(cli("report", root, "-o", tmp_path / "r.html"))
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_two_converts_in_one_process(tmp_path, monkeypatch):
     """Two threads of one program converting to one -o: one writes it, the other is
     refused (flock is per open file, so threads of one process exclude each other too)."""

@@ -169,6 +169,10 @@ def window_from(args: argparse.Namespace, default: WindowArg = "auto") -> Window
 def load_trace(path: str) -> Trace:
     from ..formats.detect import detect, load
 
+    if not os.path.lexists(path):
+        from ..store.writer import refuse_unfinished  # (pyarrow: only for a path that is not there)
+
+        refuse_unfinished(Path(path))
     if os.path.isdir(path):
         from ..ranks.sources import TraceFile, one_source_in  # (a directory given for one trace: only then)
 

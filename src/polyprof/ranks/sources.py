@@ -358,6 +358,9 @@ def _file(item: Any) -> list[RankSource] | None:
     if not isinstance(item, (str, os.PathLike)):
         return None
     if not Path(item).exists():
+        from ..store.writer import refuse_unfinished  # (pyarrow: only for a path that is not there)
+
+        refuse_unfinished(Path(item))
         raise PolyprofError(f"{item}: no such file")
     return [TraceFile(item)]
 

@@ -52,6 +52,15 @@ def staging(root: Path) -> Path:
     return real.parent / f".{real.name}{NEW}"
 
 
+def refuse_unfinished(root: Path) -> None:
+    """Refuse a store that is not there yet because a convert is building it (or one was
+    killed building it): its :func:`staging` folder is there, not ``root``."""
+    new = staging(root)
+    if not os.path.lexists(root) and new.is_dir():
+        raise PolyprofError(f"{root}: no store here yet: a convert is writing it in {new} (or was killed while "
+                            f"writing it); the store appears at {root} when its convert ends")
+
+
 def _aside(root: Path) -> Path:
     real = _real(root)
     return real.parent / f".{real.name}.polyprof-old"
