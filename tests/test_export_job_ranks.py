@@ -154,5 +154,11 @@ def test_the_merged_job_says_it_is_a_viewers_and_the_kineto_files_keep_the_world
     for f in sorted((tmp_path / "k").iterdir()):
         assert json.loads(gzip.open(f).read())["distributedInfo"]["world_size"] == 128
     assert export(str(job), "-o", str(tmp_path / "m.json.gz")).returncode == 0
-    said = polyprof.load(tmp_path / "m.json.gz").metadata["warnings"]
-    assert any("ranks merged for a viewer" in str(w) and "sees no device" in str(w) for w in said), said
+    back = polyprof.load(tmp_path / "m.json.gz")
+    said = back.metadata["warnings"]
+    assert any("ranks merged for a viewer" in str(w) and "is not the job's" in str(w) for w in said), said
+    # what the warning says of a read back: each rank's process one device, no step, no launch
+    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(tmp_path / "m.json.gz"), "-n", "0"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 0 and "no steps" in r.stdout and "no host launch calls" in r.stdout, r.stdout
+    assert sorted(p.name for p in back.planes if p.kind == "device") == ["/device:GPU:4037", "/device:GPU:4045"]  # (the pids)

@@ -6,8 +6,9 @@ with a host and a device each would be 2N processes with the same few names. Her
 rank becomes one process named ``rank N``: its host threads stay threads, its device
 streams and derived lines become named tracks of that process, prefixed with their
 device (``/device:GPU:0 stream 7``), as do the counters of its devices. Its warnings
-say so, and the exports carry them: a read of the file back is no job's analysis (its
-kernels on a rank's process, their launches matched to none).
+say so, and the exports carry them: a read of the file back is no job's analysis (each
+rank's process read as one device holding its host threads too; no launch matched, no
+step found).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def one_process_per_rank(trace: Trace) -> Trace:
         plane_source = np.array([p.source for p in trace.planes], np.int32)
         counters = {**c, "plane": plane_source[c["plane"]], "name": names}
     said = (f"a job's {len(trace.sources)} ranks merged for a viewer, one process per rank: each rank's device "
-            "streams are tracks of its process, so an analysis of this file sees no device (summarise the job's "
+            "streams are tracks of its process, so an analysis of this file is not the job's: it reads each rank's "
+            "process as one device, its host threads with it, and finds no launch and no step (summarise the job's "
             "store or rank files; export a rank with --rank N, or a file per rank with -f kineto or -f tensorboard)")
     metadata = {**trace.metadata, mkeys.WARNINGS: [*(trace.metadata.get(mkeys.WARNINGS) or []), said]}
     return dataclasses.replace(trace, strings=strings, planes=planes, tracks=tracks, counters=counters,
