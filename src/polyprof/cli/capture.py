@@ -15,9 +15,12 @@ from .common import Subparsers, positive, seconds
 
 #: what ``polyprof capture --help`` ends with
 EXAMPLES = [
-    ('polyprof capture 127.0.0.1:9012 -o c.polyprof', 'the next second of a process started with `polyprof run --serve 127.0.0.1:9012`'),
-    ('polyprof capture -d 5000 host1:9012,host2:9012 -o caps/', '5 s of two processes over the same interval, one file each'),
-    ('polyprof capture localhost:9012 --logdir logs/', "a JAX or TensorFlow profiler server's capture, for XProf/TensorBoard"),
+    ("polyprof capture 127.0.0.1:9012 -o c.polyprof",
+     "the next second of a process started with `polyprof run --serve 127.0.0.1:9012`"),
+    ("polyprof capture -d 5000 host1:9012,host2:9012 -o caps/",
+     "5 s of two processes over the same interval, one file each"),
+    ("polyprof capture localhost:9012 --logdir logs/",
+     "a JAX or TensorFlow profiler server's capture, for XProf/TensorBoard"),
 ]
 
 

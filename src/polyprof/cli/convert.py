@@ -11,13 +11,15 @@ from .common import Subparsers, positive
 
 #: what ``polyprof convert --help`` ends with
 EXAMPLES = [
-    ('polyprof convert logs/*.json -o job.store', "one job's rank traces into a store (Parquet per rank, bounded memory)"),
-    ('polyprof summary job.store', 'then summary, report, sql and export read the store'),
+    ("polyprof convert logs/*.json -o job.store",
+     "one job's rank traces into a store (Parquet per rank, bounded memory)"),
+    ("polyprof summary job.store", "then summary, report, sql and export read the store"),
 ]
 
 
 def register(sub: Subparsers) -> None:
-    p = sub.add_parser("convert", examples=EXAMPLES, help="convert traces (one per rank) into a store (Parquet per rank)",
+    p = sub.add_parser("convert", examples=EXAMPLES,
+                       help="convert traces (one per rank) into a store (Parquet per rank)",
                        description="Read traces of any supported format, one per rank, and write a store: "
                                    "Parquet files per rank, events sorted by time (within each row group), and a "
                                    "manifest. summary, sql, report and export accept the store. Kineto/Chrome "

@@ -19,9 +19,10 @@ log = logs.kept("polyprof")
 
 #: what ``polyprof critical-path --help`` ends with
 EXAMPLES = [
-    ('polyprof critical-path logs/', "per step: the path's length, its ranks and ops, across the job's ranks"),
-    ('polyprof critical-path logs/ --what-if 3:nccl:0.5', "each step's change if rank 3's ops whose name holds nccl took half as long"),
-    ('polyprof critical-path train.polyprof --step 2 -n 20', "one trace's third step, 20 events of its path"),
+    ("polyprof critical-path logs/", "per step: the path's length, its ranks and ops, across the job's ranks"),
+    ("polyprof critical-path logs/ --what-if 3:nccl:0.5",
+     "each step's change if rank 3's ops whose name holds nccl took half as long"),
+    ("polyprof critical-path train.polyprof --step 2 -n 20", "one trace's third step, 20 events of its path"),
 ]
 
 

@@ -68,9 +68,10 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 #: what ``polyprof diff --help`` ends with
 EXAMPLES = [
-    ('polyprof diff before.polyprof after.polyprof', 'what got slower or faster, row by row, beyond the noise'),
-    ('polyprof diff a1.polyprof a2.polyprof -- b1.polyprof b2.polyprof', 'two runs a side: the noise between runs is measured, not assumed'),
-    ('polyprof diff before/ after/ -o diff.html', 'two jobs (directories of rank traces); the tables as HTML too'),
+    ("polyprof diff before.polyprof after.polyprof", "what got slower or faster, row by row, beyond the noise"),
+    ("polyprof diff a1.polyprof a2.polyprof -- b1.polyprof b2.polyprof",
+     "two runs a side: the noise between runs is measured, not assumed"),
+    ("polyprof diff before/ after/ -o diff.html", "two jobs (directories of rank traces); the tables as HTML too"),
 ]
 
 

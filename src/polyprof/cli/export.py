@@ -19,11 +19,12 @@ from .common import (Subparsers, add_peak_arg, add_window_args, apply_peak, chec
 
 #: what ``polyprof export --help`` ends with
 EXAMPLES = [
-    ('polyprof export train.polyprof -o train.pftrace', 'Perfetto protobuf (ui.perfetto.dev, trace_processor)'),
-    ('polyprof export trace.xplane.pb -o t.pt.trace.json', "Kineto JSON, for HTA and TensorBoard's torch plugin"),
-    ('polyprof export train.polyprof -f tensorboard -o logs/', 'an XProf/TensorBoard log directory'),
-    ('polyprof export report.sqlite -o events.parquet', 'the event table as Parquet (pandas, DuckDB, polars)'),
-    ('polyprof export --critical-path train.polyprof -o t.json.gz', "Chrome JSON with each step's critical path as a track"),
+    ("polyprof export train.polyprof -o train.pftrace", "Perfetto protobuf (ui.perfetto.dev, trace_processor)"),
+    ("polyprof export trace.xplane.pb -o t.pt.trace.json", "Kineto JSON, for HTA and TensorBoard's torch plugin"),
+    ("polyprof export train.polyprof -f tensorboard -o logs/", "an XProf/TensorBoard log directory"),
+    ("polyprof export report.sqlite -o events.parquet", "the event table as Parquet (pandas, DuckDB, polars)"),
+    ("polyprof export --critical-path train.polyprof -o t.json.gz",
+     "Chrome JSON with each step's critical path as a track"),
 ]
 
 

@@ -20,8 +20,8 @@ BIG_TRACE = 300_000
 
 #: what ``polyprof report --help`` ends with
 EXAMPLES = [
-    ('polyprof report train.polyprof -o train.html', 'one HTML file: timeline, breakdowns, tables, findings'),
-    ('polyprof report logs/ -o job.html', "a job's ranks on one page"),
+    ("polyprof report train.polyprof -o train.html", "one HTML file: timeline, breakdowns, tables, findings"),
+    ("polyprof report logs/ -o job.html", "a job's ranks on one page"),
 ]
 
 

@@ -54,11 +54,15 @@ from .common import (Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak
 
 #: what ``polyprof run --help`` ends with
 EXAMPLES = [
-    ('polyprof run train.py --epochs 3', 'profile train.py (its own arguments after it) with every available plugin; write train.polyprof and print the summary'),
-    ('polyprof run --plugins torch -o out/ train.py', 'only the torch plugin; write out/train.polyprof'),
-    ('polyprof run --schedule skip_first=10,wait=0,warmup=1,active=3 train.py', "record 3 steps after 10 left out and 1 of warm-up, as torch.profiler's schedule"),
-    ('polyprof run -o t.pt.trace.json -m mypkg.train', 'run a module, as python -m, and write Kineto JSON (HTA, TensorBoard)'),
-    ('polyprof run --serve 127.0.0.1:9012 train.py', 'record nothing until `polyprof capture 127.0.0.1:9012` asks'),
+    ("polyprof run train.py --epochs 3",
+     "profile train.py (its own arguments after it) with every available plugin; write train.polyprof and "
+     "print the summary"),
+    ("polyprof run --plugins torch -o out/ train.py", "only the torch plugin; write out/train.polyprof"),
+    ("polyprof run --schedule skip_first=10,wait=0,warmup=1,active=3 train.py",
+     "record 3 steps after 10 left out and 1 of warm-up, as torch.profiler's schedule"),
+    ("polyprof run -o t.pt.trace.json -m mypkg.train",
+     "run a module, as python -m, and write Kineto JSON (HTA, TensorBoard)"),
+    ("polyprof run --serve 127.0.0.1:9012 train.py", "record nothing until `polyprof capture 127.0.0.1:9012` asks"),
 ]
 
 

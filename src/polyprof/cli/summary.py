@@ -13,12 +13,12 @@ from .ranks import add_executor_args, analyze_ranks, is_job
 
 #: what ``polyprof summary --help`` ends with
 EXAMPLES = [
-    ('polyprof summary train.polyprof', 'where the time went: breakdowns, top tables, steps, findings'),
-    ('polyprof summary trace.pt.trace.json.gz -n 5', 'any format polyprof reads (here Kineto JSON); 5 rows per table'),
-    ('polyprof summary logs/', "a directory of one job's rank traces, on one clock"),
-    ('polyprof summary --steps 10:20 report.sqlite', 'steps 10 to 19 of an Nsight Systems SQLite export'),
-    ('polyprof summary --json train.polyprof > s.json', 'every table and finding as JSON'),
-    ('polyprof summary --window hta trace.json', 'the numbers as HTA computes them'),
+    ("polyprof summary train.polyprof", "where the time went: breakdowns, top tables, steps, findings"),
+    ("polyprof summary trace.pt.trace.json.gz -n 5", "any format polyprof reads (here Kineto JSON); 5 rows per table"),
+    ("polyprof summary logs/", "a directory of one job's rank traces, on one clock"),
+    ("polyprof summary --steps 10:20 report.sqlite", "steps 10 to 19 of an Nsight Systems SQLite export"),
+    ("polyprof summary --json train.polyprof > s.json", "every table and finding as JSON"),
+    ("polyprof summary --window hta trace.json", "the numbers as HTA computes them"),
 ]
 
 
@@ -32,7 +32,8 @@ def register(sub: Subparsers) -> None:
     p.add_argument("file", nargs="+", help="trace file (any format polyprof reads) or a store (polyprof "
                                           "convert); several files or a directory: the ranks of one job, side by "
                                           "side on one clock")
-    p.add_argument("-n", "--top", type=count, default=15, help="rows per table (default 15; 0: the headline and findings only)")
+    p.add_argument("-n", "--top", type=count, default=15,
+                   help="rows per table (default 15; 0: the headline and findings only)")
     p.add_argument("--json", action="store_true",
                    help="print every table and finding as JSON (for scripts and CI)")
     add_executor_args(p)
