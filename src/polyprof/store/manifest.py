@@ -65,22 +65,27 @@ def _check_fields(path: Path, doc: dict[str, Any], fields: dict[str, tuple[Calla
             raise TraceFormatError(path, f"damaged store: the manifest's {where}{key} is {shown}, not {what}")
 
 
+#: a rank's folder in the store: this and its number (Hive-style: DuckDB adds a rank column)
+RANK_PREFIX = "rank="
+
+
 def rank_dir(rank: int) -> str:
-    return f"rank={rank}"
+    return f"{RANK_PREFIX}{rank}"
 
 
 def is_store(path: str | Path) -> bool:
     """A directory that is (or was meant to be) a store."""
     p = Path(path)
-    return p.is_dir() and ((p / MANIFEST).exists() or any(p.glob("rank=*")) or any(p.glob(".part-*")))
+    return p.is_dir() and ((p / MANIFEST).exists() or any(p.glob(RANK_PREFIX + "*")) or any(p.glob(".part-*")))
 
 
 def refuse_rank_dir(path: str | Path) -> None:
     """Refuse a store's rank folder (``STORE/rank=N``) given for a trace or a job, saying
     how the commands take that rank of the store."""
     p = Path(path)
-    if p.name.startswith("rank=") and p.name[5:].isdigit() and p.is_dir() and is_store(p.parent):
-        store, n = p.parent, int(p.name[5:])
+    number = p.name.removeprefix(RANK_PREFIX)
+    if number != p.name and number.isdigit() and p.is_dir() and is_store(p.parent):
+        store, n = p.parent, int(number)
         raise PolyprofError(f"{p}: rank {n}'s folder in the store {store}, not a trace or a job: give the store "
                             f"(polyprof summary {store}: every rank; polyprof report or export {store} --rank {n}; "
                             f"polyprof sql {store} \"... WHERE rank = {n}\"; polyprof.load_ranks('{store}'))")

@@ -29,13 +29,13 @@ from typing import Any, Iterable
 
 from .. import outfile
 from ..errors import OutputError, PolyprofError
-from .manifest import MANIFEST, rank_dir, write_manifest
+from .manifest import MANIFEST, RANK_PREFIX, rank_dir, write_manifest
 from .rankfiles import NEW, PART, writing
 
 log = logging.getLogger("polyprof")
 
 #: what a leftover of this protocol may hold (a conversion killed part-way)
-_OURS = (PART, "rank=", MANIFEST)
+_OURS = (PART, RANK_PREFIX, MANIFEST)
 #: the locks this process holds: a store's real path -> the locked descriptor of its lock file
 _HELD: dict[Path, int] = {}
 
