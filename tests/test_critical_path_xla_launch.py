@@ -214,13 +214,14 @@ LIVE = (DEVICES / "jax_cpu_devices.py").read_text()
 def test_a_live_two_device_loop_has_load_and_its_runs_on_the_path(tmp_path: Path) -> None:
     """The fixture's program on 2 CPU devices under ``polyprof run``: in steps 1 to 7
     ``load`` is on the path with all its time, and the runs' ops with some in 5 steps or
-    more, and the path is 80% of each step or more, 90% in the median (the time a pool thread waits for a
-    core between its launch call and its first op is in no event and counts nothing:
-    95.6% at worst in 10 recordings here; before, each one's worst step 42 to 66%). (The
-    last run's last op need not be on the path: a launch call's time after the run it
-    waited for is its own, and may end the path, as in 2 of 5 recordings on 4 devices; and
-    one CI run of many had no op on the path in its step 7, not seen again in 4 recordings
-    here beside two busy processes: a thread outlasting both runs holds the path then.)"""
+    more, and the path is 80% of each step or more, 90% in the median (the time a pool
+    thread waits for a core between its launch call and its first op is in no event and
+    counts nothing: 95.6% at worst in 10 recordings here; before, each one's worst step
+    42 to 66%). (The last run's last op need not be on the path: a launch call's time
+    after the run it waited for is its own, and may end the path, as in 2 of 5
+    recordings on 4 devices; and one CI run of many had no op on the path in its step 7,
+    not seen again in 4 recordings here beside two busy processes: a thread outlasting
+    both runs holds the path then, we think.)"""
     (tmp_path / "prog.py").write_text(LIVE)
     out = tmp_path / "out.polyprof"
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}

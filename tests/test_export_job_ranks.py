@@ -161,4 +161,5 @@ def test_the_merged_job_says_it_is_a_viewers_and_the_kineto_files_keep_the_world
     r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(tmp_path / "m.json.gz"), "-n", "0"],
                        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
     assert r.returncode == 0 and "no steps" in r.stdout and "no host launch calls" in r.stdout, r.stdout
-    assert sorted(p.name for p in back.planes if p.kind == "device") == ["/device:GPU:4037", "/device:GPU:4045"]  # (the pids)
+    devices = sorted(p.name for p in back.planes if p.kind == "device")
+    assert devices == ["/device:GPU:4037", "/device:GPU:4045"]  # (named by the ranks' pids)

@@ -308,7 +308,8 @@ def test_a_ranks_folder_given_for_a_trace_says_how_to_take_that_rank(small_store
         assert f"{folder}: rank 1's folder in the store {small_store}" in r.stderr, r.stderr
         assert "--rank 1" in r.stderr and "WHERE rank = 1" in r.stderr
     r = cli("sql", str(small_store), "SELECT count(*) AS n FROM events WHERE rank = 1", "--csv")
-    assert r.returncode == 0 and int(r.stdout.split()[1]) == len(load_rank(polyprof.load_ranks(small_store).entry(1)).events["name"]), r.stderr
+    rank1 = load_rank(polyprof.load_ranks(small_store).entry(1))
+    assert r.returncode == 0 and int(r.stdout.split()[1]) == len(rank1.events["name"]), r.stderr
     with pytest.raises(PolyprofError, match="rank 1's folder in the store"):
         polyprof.load_ranks(folder)
 
