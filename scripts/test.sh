@@ -36,6 +36,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
+# The bytecode of polyprof's modules, written once here: where PYTHONDONTWRITEBYTECODE is
+# set (some CI and sandbox machines) nothing else writes it, and each of the thousands of
+# processes the tests start (CLI runs, scripts, torchrun ranks) would compile the modules
+# it imports again (a `polyprof summary` 0.7 s instead of 0.35 s here); with it the suite
+# took 1060 s instead of 1148 s on 2 cores.
+python -m compileall -q src/polyprof >/dev/null
+
 set +e
 workers=${POLYPROF_TEST_WORKERS:-2}
 if [ "$workers" = 1 ]; then python -m pytest -q "$@"; else python -m pytest -q -n "$workers" "$@"; fi

@@ -23,7 +23,7 @@ import pytest
 import polyprof
 from polyprof.analyze.collectives import collective_table
 from polyprof.analyze.frames import column
-from polyprof.ranks.align import align_ranks
+from polyprof.ranks.align import MATCHED, align_ranks
 from rankmaker import make_ranks
 
 ROOTED = Path(__file__).parent / "data" / "traces" / "gloo_rooted"
@@ -169,7 +169,9 @@ def test_torchrun_gloo_broadcast_with_a_late_receiver(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(r.stdout)
     for a in doc["tables"]["rank_alignment"]["records"]:
-        assert a["aligned"] and a["method"] in ("reference", "collectives"), a
+        # on a loaded machine the collectives' fit is wider than ONE_HOST_BOUND_NS and the
+        # ranks' one host's clock places them (ranks/align.py _on_one_host)
+        assert a["aligned"] and a["method"] in MATCHED, a
         assert abs(a["offset_ns"]) <= a["bound_ns"], a
     found = [f for f in doc["findings"] if f["id"] == "straggler"]
     assert [f["evidence"]["rank"] for f in found] == [3], [f["title"] for f in doc["findings"]]

@@ -280,9 +280,9 @@ def test_mutual_tls(pki: Path) -> None:
         ok = client.capture([s.address], 300, tls=good, grace_s=30)[0]
         assert ok.ok, ok.error
         assert (ok.trace().to_pandas()["name"] == "work").sum() > 0
-        no_cert = client.capture([s.address], 300, tls=security.TLSFiles(ca=str(pki / "ca.pem")), grace_s=10)[0]
+        no_cert = client.capture([s.address], 300, tls=security.TLSFiles(ca=str(pki / "ca.pem")), grace_s=2)[0]
         assert not no_cert.ok
-        plain = client.capture([s.address], 300, grace_s=10)[0]
+        plain = client.capture([s.address], 300, grace_s=2)[0]
         assert not plain.ok
     finally:
         s.stop(grace_s=2)

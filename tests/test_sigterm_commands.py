@@ -7,6 +7,7 @@ and exited 1."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -19,13 +20,13 @@ DATA = Path(__file__).parent / "data"
 RANKS = [DATA / "traces" / "gloo" / f"gloo_rank{r}.json.gz" for r in (0, 1)]
 
 SLOW_RANKS = """
-import pathlib, sys, time
+import os, pathlib, sys, time
 import polyprof.ranks.traceset as ts
 orig = ts._run_on
 marker = pathlib.Path(sys.argv[1])
 def slow(fn, entry):
     marker.touch()
-    time.sleep(20)  # stands in for a long parse
+    time.sleep(float(os.environ.get("SLOW_S", "20")))  # stands in for a long parse
     return orig(fn, entry)
 ts._run_on = slow
 sys.argv = ["polyprof", "summary", "-j", sys.argv[2], *sys.argv[3:]]
@@ -47,15 +48,20 @@ def _terminate(p: subprocess.Popen, started: Path | None = None, after: float = 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_sigterm_between_ranks_ends_the_job_by_the_signal(tmp_path: Path, jobs: str) -> None:
-    """One rank at a time: at once. A pool: once the ranks running have finished (20 s
-    here), so that what they made in TMPDIR is removed; the ranks not started are not."""
+    """One rank at a time: at once (its parse 20 s here). A pool: once the ranks running
+    have finished (6 s here), so that what they made in TMPDIR is removed; the ranks not
+    started are not."""
     script = tmp_path / "slow.py"
     script.write_text(SLOW_RANKS)
     started = tmp_path / "started"
+    parse_s = 20 if jobs == "1" else 6
     p = subprocess.Popen([sys.executable, str(script), str(started), jobs, *map(str, RANKS)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "SLOW_S": str(parse_s)})
     rc, took, err = _terminate(p, started, 0.3)
     assert rc == -signal.SIGTERM and took < (10 if jobs == "1" else 50), (rc, took, err)
+    if jobs != "1":
+        assert took > parse_s - 2, (took, err)  # the pool waited for its ranks to end
     assert "error" not in err
 
 
