@@ -260,7 +260,7 @@ orig = db.inflated
 @contextlib.contextmanager
 def slow(path, data=None):
     with orig(path, data) as p:
-        time.sleep(1)  # a large database still inflating when the reader ahead is stopped
+        time.sleep(0.3)  # a large database still inflating when the reader ahead is stopped
         yield p
 db.inflated = slow
 sys.argv = ["polyprof", "summary", "-j", "1", sys.argv[1]]
