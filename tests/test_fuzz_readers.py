@@ -24,8 +24,9 @@ from polyprof.errors import PolyprofError
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz import mutators, runner, seeds  # noqa: E402
 
-#: seconds per reader for the bounded run (about 25 s in all, with start-up)
-SECONDS = float(os.environ.get("POLYPROF_FUZZ_SECONDS", "4"))
+#: seconds per reader for the bounded run (about 45 s of test time in all, with start-up;
+#: POLYPROF_FUZZ_SECONDS=60 or scripts/fuzz.py for a longer run)
+SECONDS = float(os.environ.get("POLYPROF_FUZZ_SECONDS", "2"))
 CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
 
 
