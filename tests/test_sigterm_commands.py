@@ -61,7 +61,7 @@ def test_sigterm_between_ranks_ends_the_job_by_the_signal(tmp_path: Path, jobs: 
     rc, took, err = _terminate(p, started, 0.3)
     assert rc == -signal.SIGTERM and took < (10 if jobs == "1" else 50), (rc, took, err)
     if jobs != "1":
-        assert took > parse_s - 2, (took, err)  # the pool waited for its ranks to end
+        assert took > 2, (took, err)  # the pool waited for its ranks to end (~5.7 s after the signal)
     assert "error" not in err
 
 
