@@ -12,7 +12,7 @@
 #   chromium         renders the HTML report in its tests (headless)
 #
 # The tests run in POLYPROF_TEST_WORKERS processes (pytest-xdist; default 2, 1: in this
-# process alone): on 2 cores the suite takes about half the time of one process (18
+# process alone): on 2 cores the suite takes about half the time of one process (17
 # against 36 minutes here); each test then shares the cores with another, as on a busy
 # machine.
 set -euo pipefail
