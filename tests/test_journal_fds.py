@@ -26,7 +26,7 @@ import polyprof
 from polyprof.collect import journal
 from polyprof.collect import recorder as rec
 
-HIGH_FD = 1000  # journal_file.HIGH_FD
+HIGH_FD = 1000  # lowlevel.descriptors.HIGH_FD
 FAST = json.dumps({"host": {"journal_interval_s": 0.05}})
 
 
@@ -239,3 +239,63 @@ def test_the_run_that_ends_first_deletes_only_its_own_journal(tmp_path):
         assert not second.exists()
     finally:
         _end(a, b)
+
+
+def _fd_size(pid: str = "self") -> int:
+    """The descriptor table's size (``FDSize`` in /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("FDSize:"):
+            return int(line.split()[1])
+    raise AssertionError("no FDSize in /proc/self/status")
+
+
+GROWS = """
+import os, sys
+from pathlib import Path
+from polyprof.lowlevel import descriptors
+def size():
+    return next(int(l.split()[1]) for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("FDSize:"))
+before, fds = size(), sorted(os.listdir("/proc/self/fd"))
+descriptors.reserve()
+print(before, size(), fds == sorted(os.listdir("/proc/self/fd")))
+"""
+
+
+def test_reserve_grows_the_descriptor_table_and_leaves_nothing_open():
+    """lowlevel/descriptors.py: the table holds HIGH_FD afterwards, and no descriptor is
+    left open. (A fresh interpreter's table is 64 or 256 entries, unless the process that
+    started it had a larger one: a child's table is copied at the fork.)"""
+    out = subprocess.run([sys.executable, "-c", GROWS], capture_output=True, text=True, timeout=60, check=True)
+    before, after, same = out.stdout.split()
+    assert int(after) > HIGH_FD and int(after) >= int(before)
+    assert same == "True"
+
+
+#: records, when `polyprof run` grows the descriptor table, how many threads the process
+#: has and whether NumPy (whose OpenBLAS starts threads) was imported
+WATCHES_RESERVE = """
+import os, sys
+from polyprof.lowlevel import descriptors
+real = descriptors.reserve
+def watched():
+    print("reserve", len(os.listdir("/proc/self/task")), "numpy" in sys.modules, file=sys.stderr)
+    real()
+descriptors.reserve = watched
+sys.argv = ["polyprof", *sys.argv[1:]]
+from polyprof.cli import entry
+entry()
+"""
+
+
+def test_run_grows_the_descriptor_table_before_any_thread_starts(tmp_path):
+    """Growing the table once another thread runs waits for an RCU grace period (4-25 ms
+    of each `polyprof run` here, in the journal's start): `polyprof run` grows it first,
+    with one thread and NumPy not yet imported, and the journal's descriptor is high."""
+    script = tmp_path / "fds.py"
+    script.write_text("import os\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd'))[-1])\n")
+    out = subprocess.run([sys.executable, "-c", WATCHES_RESERVE, "run", "--plugins", "host", "--no-summary",
+                          "-o", str(tmp_path / "t.polyprof"), str(script)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "reserve 1 False" in out.stderr.splitlines()
+    assert int(out.stdout.split()[-1]) >= HIGH_FD  # the journal, open while the program runs

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from .. import logs
 from ..errors import PolyprofError, out_of_memory
-from ..lowlevel import blas, heap
+from ..lowlevel import blas, descriptors, heap
 from ..lowlevel.exit import quick_exit
 from ..report.encoding import encodable
 
@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None, *, process_ends: bool = False) -> int:
         heap.pause_for_command()
     try:
         if command in QUICK_START:
+            descriptors.reserve()  # before NumPy's and the plugins' threads start (lowlevel/descriptors.py)
             heap.quiet_start()
         elif command in READ_ONLY and not {"-h", "--help"} & set(argv):
             blas.import_numpy_single_threaded()

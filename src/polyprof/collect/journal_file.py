@@ -15,9 +15,9 @@ nothing of theirs.
   trace is written from memory at the stop all the same). A race remains between the
   look and the write (the program closes and reopens the number in between); the
   descriptor is moved to a high number (``F_DUPFD_CLOEXEC`` to at least
-  :data:`HIGH_FD`, below the descriptor limit), where a program's ``open()`` (lowest
-  free number first) does not land, so only a program that closes it *and* fills the
-  numbers up to it, or ``dup2``\\s onto it, meets that race.
+  ``lowlevel.descriptors.HIGH_FD``, below the descriptor limit), where a program's
+  ``open()`` (lowest free number first) does not land, so only a program that closes it
+  *and* fills the numbers up to it, or ``dup2``\\s onto it, meets that race.
 - **A live journal is locked.** The writer holds ``flock(LOCK_EX)`` on its file while
   it runs (the kernel drops it when the process dies). A journal found at
   ``OUTPUT.partial`` is an earlier, killed run's only if its lock can be taken
@@ -39,17 +39,13 @@ import os
 import stat
 from pathlib import Path
 
+from ..lowlevel.descriptors import move_high
 from .journal_where import _at, where  # noqa: F401 - where re-exported
 
 log = logging.getLogger("polyprof")
 
 #: how many earlier journals of one output are kept (``OUTPUT.partial.1`` ... ``.N``)
 KEEP_EARLIER = 1000
-#: the lowest descriptor number the journal's file is moved to (or the descriptor limit
-#: less :data:`HIGH_FD_MARGIN`, when that is lower): away from the numbers a program's
-#: ``open()`` gets
-HIGH_FD = 1000
-HIGH_FD_MARGIN = 24
 #: attempts at creating a journal while another run moves or creates one at the same name
 _ATTEMPTS = 50
 
@@ -89,23 +85,6 @@ def _lock(fd: int) -> bool:
     return True
 
 
-def _high(fd: int) -> int:
-    """``fd`` moved to a high number (close-on-exec), the low one closed; ``fd`` as it is
-    where that cannot be."""
-    import resource  # only when a journal is opened
-
-    try:
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        low = HIGH_FD if soft == resource.RLIM_INFINITY else min(HIGH_FD, soft - HIGH_FD_MARGIN)
-        if low <= fd:
-            return fd
-        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low)
-    except (OSError, ValueError):
-        return fd
-    os.close(fd)
-    return high
-
-
 def _not_regular(path: Path) -> OSError | None:
     """Why ``path`` (which exists) cannot be a journal's: a symlink, a directory, a device."""
     try:
@@ -127,7 +106,7 @@ def _create(path: Path) -> int | None:
         fd = os.open(path, flags, 0o644)
     except FileExistsError:
         return None
-    fd = _high(fd)
+    fd = move_high(fd)
     try:
         # another run's keep_earlier may hold the lock of a file this new (moving it), or
         # have unlinked it as empty: then it is not this path's any more
@@ -308,7 +287,7 @@ class Sink:
             return fd
         self.fd = None  # the program's number now: never written or closed again
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
-        fd = _high(fd)
+        fd = move_high(fd)
         try:
             st = os.fstat(fd)
             if _ident(st) != self.ident or st.st_size != self.size:
