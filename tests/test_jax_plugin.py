@@ -170,13 +170,18 @@ def test_jax_profiler_already_running_is_skipped_with_a_warning(tmp_path) -> Non
 
 
 def test_plugin_never_collected_leaves_no_temp_dir():
+    """(JAX's backends made first: the plugin begins recording, and makes its folder, at
+    its start only where they exist; this test ran after others that had made them.)"""
     import gc
     import os
+
+    import jax
 
     from polyprof.collect.clock import now_ns, wall_anchor
     from polyprof.collect.plugin import SessionContext
     from polyprof.plugins.jax import JaxPlugin
 
+    jax.devices()
     p = JaxPlugin()
     p.start(SessionContext(start_ns=now_ns(), wall_anchor=wall_anchor()))
     d = p._logdir

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..collect.clock import now_ns
 from ..collect.importhook import ImportHook, imported
@@ -45,7 +45,9 @@ from ..collect.plugin import Availability, Plugin, SessionContext
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .jax_handover import ProfilerGate
-from .jax_xspace import Recording, ingest
+
+if TYPE_CHECKING:
+    from .jax_xspace import Recording
 
 log = logging.getLogger("polyprof")
 
@@ -198,6 +200,8 @@ class JaxPlugin(Plugin):
         program's at its first JAX call or at a schedule's step, a window's timer's there."""
         import jax.profiler as jp  # JAX only once the program uses it (discovery imports this module)
 
+        from .jax_xspace import Recording  # (so is the XSpace ingest)
+
         k = sum(not r.warm for r in self._recordings)
         rec = Recording(self._logdir if k == 0 else self._logdir / f"recording-{k}", began_ns=now_ns())
         (self._gate.start_trace if self._gate else jp.start_trace)(str(rec.logdir), profiler_options=self._options())
@@ -226,6 +230,8 @@ class JaxPlugin(Plugin):
         (CUPTI's, on a GPU) is paid there, not when the window opens. On the CPU the first
         start took 0.1 ms and the stop 5-10 ms (writing the XSpace)."""
         import jax.profiler as jp  # JAX only once the program uses it (discovery imports this module)
+
+        from .jax_xspace import Recording  # (so is the XSpace ingest)
 
         rec = Recording(self._logdir / "warm-up", warm=True)
         try:
@@ -366,6 +372,8 @@ class JaxPlugin(Plugin):
             return b.build()
         assert self.ctx is not None
         try:
+            from .jax_xspace import ingest
+
             return ingest(self._recordings, self.ctx, self._warn, kept=not self._owns_dir, yielded=self._yielded)
         finally:
             if self._owns_dir:

@@ -3,7 +3,7 @@
 One small class, so a test can put a fake in its place (tests/test_cupti.py does, as
 no GPU is there) while the plugin above it runs unchanged. What it does:
 
-- say in one line why CUPTI cannot run here (no cupti-python, no driver, no device);
+- say in one line why CUPTI cannot run here (availability.py, re-exported);
 - take CUPTI's one subscriber slot (``cuptiSubscribe``), which tells whether another
   tool already holds CUPTI (torch.profiler/Kineto, Nsight Systems, ...);
 - enable and disable activity kinds, switch thread ids to the system's (gettid);
@@ -15,68 +15,15 @@ no GPU is there) while the plugin above it runs unchanged. What it does:
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import logging
 from typing import Any, Sequence
 
 from . import layout
+from .availability import INSTALL_HINT as INSTALL_HINT, first_line as _first_line
+from .availability import problem as problem, session_problem as session_problem
 from .buffers import IMPLEMENTATION, CSink, PySink
 
 log = logging.getLogger("polyprof")
-
-INSTALL_HINT = "pip install 'polyprof[cuda]'"
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
-def session_problem() -> str | None:
-    """Why CUPTI cannot run here, from what costs nothing to ask (no driver call): the
-    binding is installed and the NVIDIA driver's library loads. None: it may run."""
-    try:
-        found = importlib.util.find_spec("cupti") is not None
-    except (ImportError, ValueError) as e:
-        return f"cupti-python cannot be found ({e})"
-    if not found:
-        return f"cupti-python is not installed ({INSTALL_HINT})"
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        return f"no NVIDIA driver here (libcuda.so.1 does not load: {str(e).split(':')[-1].strip()})"
-    return None
-
-
-def problem() -> str | None:
-    """:func:`session_problem`, then a device and CUPTI itself: cuInit, the device
-    count, a CUPTI timestamp. None: CUPTI can record here."""
-    why = session_problem()
-    if why:
-        return why
-    try:
-        from cupti import cupti as binding
-    except Exception as e:
-        return f"cupti-python does not import ({_first_line(e)})"
-    try:
-        from cuda.bindings import driver
-
-        err, = driver.cuInit(0)[:1]
-        if int(err) != 0:
-            return f"the CUDA driver does not initialise (cuInit: {err.name if hasattr(err, 'name') else err})"
-        err, count = driver.cuDeviceGetCount()
-        if int(err) != 0 or count == 0:
-            return "no CUDA device here (cuDeviceGetCount: 0)"
-    except ImportError:
-        pass  # cuda-bindings comes with cupti-python; without it CUPTI answers below
-    except Exception as e:
-        return f"the CUDA driver cannot be asked for devices ({_first_line(e)})"
-    try:
-        binding.get_timestamp()
-    except Exception as e:
-        return f"CUPTI does not run here ({_first_line(e)})"
-    return None
-
 
 def _noop_callback(*args: Any) -> None:
     """The subscriber's callback: no callback domain is ever enabled."""

@@ -168,7 +168,7 @@ class CuptiPlugin(Plugin):
 
     @classmethod
     def availability(cls) -> Availability:
-        from .device import problem
+        from .availability import problem
 
         why = problem()
         return Availability(why is None, why or "")
@@ -177,7 +177,7 @@ class CuptiPlugin(Plugin):
     def session_availability(cls) -> Availability:
         """What a default session asks: cupti-python installed and the NVIDIA driver's
         library loads (no driver call; the device is asked for at start)."""
-        from .device import session_problem
+        from .availability import session_problem
 
         why = session_problem()
         return Availability(why is None, why or "")
