@@ -164,8 +164,9 @@ def _step_ns(trace: polyprof.Trace, k: int) -> int:
 
 def test_a_section_that_holds_the_step_is_on_the_path(recorded: Path) -> None:
     """Steps 1-3 (step 0 holds the program's start): the ``load`` section is on the path
-    with all its time (12 ms or more), and the path is 90% of the step or more (before
-    3f1239a: the matmuls alone)."""
+    with all its time (12 ms or more), and the path is 75% of the step or more (before
+    3f1239a: the matmuls alone, a few ms of ~16; 90% or more on a quiet machine, 79% once
+    beside the suite's other worker, where the gaps between the ops grow)."""
     trace = polyprof.load(recorded)
     cp = critical_path(trace)
     for k in range(1, 4):
@@ -174,7 +175,7 @@ def test_a_section_that_holds_the_step_is_on_the_path(recorded: Path) -> None:
         assert len(i) == 1, k
         on, dur = int(m["on_path_ns"][i[0]]), int(m["dur_ns"][i[0]])
         assert on == dur >= 12_000_000 and m["kind"][i[0]] == "annotation", k
-        assert int(m["path_ns"][0]) >= 0.9 * _step_ns(trace, k), k
+        assert int(m["path_ns"][0]) >= 0.75 * _step_ns(trace, k), k
 
 
 def test_a_background_threads_small_ops_take_only_their_own_time(recorded: Path) -> None:
