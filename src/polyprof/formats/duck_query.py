@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import FrameType
 from typing import Any, Iterator
 
 from ..errors import PolyprofError, TraceFormatError, one_line
@@ -35,20 +36,24 @@ def run(con: Any, sql: str, timeout_s: float | None, tables: str,
     if timer is not None:
         timer.daemon = True
         timer.start()
+    ctrl_c = _CtrlC(con)
 
     def done() -> None:  # the timer thread ends and the connection closes before anything returns
         if timer is not None:
             timer.cancel()
             timer.join()
+        ctrl_c.close()
         con.close()
 
-    def fail(e: BaseException) -> PolyprofError:
+    def fail(e: BaseException) -> BaseException:
         done()
         said = one_line(e, None)  # DuckDB's whole message: it names the column, file or setting
         if isinstance(e, duckdb.PermissionException):
             return PolyprofError(f"SQL refused: {said} (polyprof sql gives a query {tables} only: "
                                  "no other files, ATTACH, extensions or network; --allow-external lifts this)")
-        if isinstance(e, duckdb.InterruptException):
+        if isinstance(e, duckdb.InterruptException):  # by the timer, else by Ctrl-C (_CtrlC)
+            if not fired:
+                return KeyboardInterrupt()
             return PolyprofError(f"SQL statement stopped after {timeout_s:g} s (--timeout / timeout_s)")
         if isinstance(e, duckdb.OutOfMemoryException):
             return PolyprofError(f"SQL statement needs more than the memory limit: "
@@ -101,3 +106,49 @@ def run(con: Any, sql: str, timeout_s: float | None, tables: str,
             done()
 
     return reader.schema, batches()
+
+
+class _CtrlC:
+    """Ctrl-C stops the statement, whenever it comes. DuckDB interrupts a running statement
+    at a SIGINT, but one that comes while it is still preparing the statement (DuckDB 2.0's
+    ``_submit`` runs Python's handler there) is forgotten once the statement starts, which
+    then ran to its end (10-20 s of a 3-billion-row count here; up to ``--timeout``). So,
+    while the statement runs, a SIGINT (where Python's own handler is in place, in the
+    main thread) also starts a thread that interrupts the connection every 50 ms until the
+    statement is over; the KeyboardInterrupt is raised as before."""
+
+    def __init__(self, con: Any) -> None:
+        import signal
+
+        self.con = con
+        self.over = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.installed = (threading.current_thread() is threading.main_thread()
+                          and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        if self.installed:
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self.thread is None and not self.over.is_set():
+            self.thread = threading.Thread(target=self._interrupt, name="polyprof-sql-interrupt", daemon=True)
+            self.thread.start()
+        import signal
+
+        signal.default_int_handler(signum, frame)
+
+    def _interrupt(self) -> None:
+        while True:
+            self.con.interrupt()
+            if self.over.wait(0.05):
+                return
+
+    def close(self) -> None:
+        """The statement is over: no more interrupts (before the connection closes), and
+        Python's own handler back."""
+        import signal
+
+        self.over.set()
+        if self.thread is not None:
+            self.thread.join()
+        if self.installed and signal.getsignal(signal.SIGINT) == self._on_sigint:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
