@@ -137,8 +137,13 @@ class _CtrlC:
         signal.default_int_handler(signum, frame)
 
     def _interrupt(self) -> None:
-        while True:
-            self.con.interrupt()
+        # 10 s at most: the statement a KeyboardInterrupt left unread (never iterated, so
+        # never closed) must not keep a thread busy for the rest of the process
+        for _ in range(200):
+            try:
+                self.con.interrupt()
+            except Exception:  # noqa: BLE001 - a connection closed meanwhile: nothing left to stop
+                return
             if self.over.wait(0.05):
                 return
 
