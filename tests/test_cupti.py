@@ -728,7 +728,7 @@ def test_torch_plugin_leaves_cuda_to_cupti():
 
 
 def _driver_here() -> bool:
-    from polyprof.plugins.cupti.device import problem
+    from polyprof.plugins.cupti.availability import problem
 
     return problem() is None
 
@@ -741,7 +741,7 @@ no_driver = pytest.mark.skipif(_driver_here(), reason="an NVIDIA driver and devi
 def test_cannot_run_here_says_why_in_one_line():
     """No driver on this machine: availability is one line naming what is missing, and
     importing polyprof and the plugin never fails."""
-    from polyprof.plugins.cupti.device import problem, session_problem
+    from polyprof.plugins.cupti.availability import problem, session_problem
 
     a = CuptiPlugin.availability()
     assert not a.ok and "\n" not in a.reason and ("driver" in a.reason or "device" in a.reason), a.reason

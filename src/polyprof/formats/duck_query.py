@@ -6,6 +6,7 @@ trace's tables and over a store's Parquet files both run their statement here
 
 from __future__ import annotations
 
+import signal
 import threading
 from pathlib import Path
 from types import FrameType
@@ -63,14 +64,11 @@ def run(con: Any, sql: str, timeout_s: float | None, tables: str,
         return PolyprofError(f"SQL error: {said}")
 
     def stopped(e: RuntimeError) -> BaseException:
-        """DuckDB's "Query interrupted": by the timer (``--timeout``), else by Ctrl-C
-        (DuckDB stops the statement at a SIGINT): a KeyboardInterrupt, as elsewhere."""
+        """DuckDB's "Query interrupted" (a RuntimeError), as its InterruptException: by the
+        timer (``--timeout``), else by Ctrl-C: a KeyboardInterrupt, as elsewhere (:func:`fail`)."""
         if "interrupted" not in str(e).lower():
             return e
-        if fired:
-            return fail(duckdb.InterruptException(str(e)))
-        done()
-        return KeyboardInterrupt()
+        return fail(duckdb.InterruptException(str(e)))
 
     try:
         rel = con.sql(sql)
@@ -118,8 +116,6 @@ class _CtrlC:
     statement is over; the KeyboardInterrupt is raised as before."""
 
     def __init__(self, con: Any) -> None:
-        import signal
-
         self.con = con
         self.over = threading.Event()
         self.thread: threading.Thread | None = None
@@ -132,8 +128,6 @@ class _CtrlC:
         if self.thread is None and not self.over.is_set():
             self.thread = threading.Thread(target=self._interrupt, name="polyprof-sql-interrupt", daemon=True)
             self.thread.start()
-        import signal
-
         signal.default_int_handler(signum, frame)
 
     def _interrupt(self) -> None:
@@ -150,8 +144,6 @@ class _CtrlC:
     def close(self) -> None:
         """The statement is over: no more interrupts (before the connection closes), and
         Python's own handler back."""
-        import signal
-
         self.over.set()
         if self.thread is not None:
             self.thread.join()

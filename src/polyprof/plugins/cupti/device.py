@@ -3,7 +3,7 @@
 One small class, so a test can put a fake in its place (tests/test_cupti.py does, as
 no GPU is there) while the plugin above it runs unchanged. What it does:
 
-- say in one line why CUPTI cannot run here (availability.py, re-exported);
+- (why CUPTI cannot run here, in one line, is availability.py's);
 - take CUPTI's one subscriber slot (``cuptiSubscribe``), which tells whether another
   tool already holds CUPTI (torch.profiler/Kineto, Nsight Systems, ...);
 - enable and disable activity kinds, switch thread ids to the system's (gettid);
@@ -19,8 +19,7 @@ import logging
 from typing import Any, Sequence
 
 from . import layout
-from .availability import INSTALL_HINT as INSTALL_HINT, first_line as _first_line
-from .availability import problem as problem, session_problem as session_problem
+from .availability import first_line as _first_line
 from .buffers import IMPLEMENTATION, CSink, PySink
 
 log = logging.getLogger("polyprof")
