@@ -241,14 +241,6 @@ def test_the_run_that_ends_first_deletes_only_its_own_journal(tmp_path):
         _end(a, b)
 
 
-def _fd_size(pid: str = "self") -> int:
-    """The descriptor table's size (``FDSize`` in /proc/PID/status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("FDSize:"):
-            return int(line.split()[1])
-    raise AssertionError("no FDSize in /proc/self/status")
-
-
 GROWS = """
 import os, sys
 from pathlib import Path

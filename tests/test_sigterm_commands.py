@@ -7,8 +7,8 @@ and exited 1."""
 
 from __future__ import annotations
 
-import os
 import importlib.util
+import os
 import signal
 import subprocess
 import sys
