@@ -102,20 +102,27 @@ def test_the_subgroup_root_is_the_global_rank(job):
 def test_summary_names_the_late_root(job):
     """``polyprof summary``: rank 3, the late root, is the straggler, and rank 1's wait
     for it is charged to it (before: "3.0x what rank 1 caused": rank 1 reached the
-    all-reduce last, by a hair, having waited for rank 3)."""
+    all-reduce last, by a hair, having waited for rank 3, and was charged the others'
+    wait). The charge is checked per collective of steps 2 and 4, not by the title: on a
+    loaded 2-core machine (4 ranks beside the suite's other worker) rank 1 can hold the
+    others up in other steps by its scheduling alone, and the title then names it (CI:
+    "5.6x what rank 1 caused", rank 3's 161 ms against 29 ms)."""
     r = subprocess.run([sys.executable, "-m", "polyprof", "summary", *map(str, job), "--json"],
                        env=_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(r.stdout)
     found = [f for f in doc["findings"] if f["id"] == "straggler"]
     assert [f["evidence"]["rank"] for f in found] == [3], [f["title"] for f in doc["findings"]]
-    assert "what rank 1 caused" not in found[0]["title"], found[0]["title"]
     sc = doc["tables"]["straggler_collectives"]["records"]
     assert {r["key"] for r in sc if r["op"] == "broadcast"} == {"1/broadcast"}, sc  # the group's, told apart
     late = {r["seq"]: r for r in sc if r["key"] == "1/broadcast" and r["seq"] in (2, 4)}
     assert all(r["last_rank"] == 3 and r["spread_ns"] > 20e6 for r in late.values()) and len(late) == 2, sc
-    # the all-reduces just after: held by rank 3, whichever of 1 and 3 came last (by a hair)
-    assert all(r["held_by"] == 3 for r in sc if r["key"] == "allreduce" and r["seq"] in (2, 4)), sc
+    # the all-reduces just after: held by rank 3, whichever of 1 and 3 came last (by a hair);
+    # what rank 1 caused (charged by held_by) is none of those steps' waiting
+    held = [(r["key"], r["seq"], r["held_by"]) for r in sc if r["seq"] in (2, 4)]
+    assert {k for k, _, _ in held} == {"1/broadcast", "allreduce"} and all(h == 3 for _, _, h in held), held
+    ev = found[0]["evidence"]
+    assert ev.get("next_rank") != 1 or ev["next_caused_wait_ns"] < ev["caused_wait_ns"] / 2, ev
 
 
 def test_groups_seen_are_merged():
