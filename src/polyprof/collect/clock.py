@@ -1,4 +1,5 @@
-"""The session's reference clock: CLOCK_MONOTONIC in integer ns, plus a wall anchor."""
+"""The session's reference clock: CLOCK_MONOTONIC in integer ns, plus a wall anchor and
+the clock's domain (which machine's monotonic clock it is)."""
 
 from __future__ import annotations
 
@@ -23,3 +24,27 @@ def wall_anchor() -> dict[str, int]:
     assert best is not None
     a, w, b = best
     return {"mono_ns": (a + b) // 2, "wall_ns": w, "uncertainty_ns": (b - a) // 2 + 1}
+
+
+def clock_domain() -> str:
+    """Which CLOCK_MONOTONIC the session's times are on: the running kernel's boot id
+    (``boot <id>``), with the time namespace's monotonic offset where one is set
+    (``timens <s>.<ns>``); "" where /proc does not say. Two recordings of one domain read
+    one clock, whatever their host names (``ranks/align.py`` places one by the other's
+    clock where their collectives do not)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read(64).strip()
+    except (OSError, ValueError):
+        return ""
+    if not boot:
+        return ""
+    try:
+        with open("/proc/self/timens_offsets", encoding="ascii") as f:
+            lines = f.read(256).split("\n")
+    except (OSError, ValueError):  # no time namespaces in this kernel: none offsets the clock
+        lines = []
+    for fields in (line.split() for line in lines):
+        if len(fields) == 3 and fields[0] in ("monotonic", "1") and fields[1:] != ["0", "0"]:
+            return f"boot {boot} timens {fields[1]}.{fields[2]:0>9}"
+    return f"boot {boot}"

@@ -31,7 +31,7 @@ from ..trace.identity import hostname, identify, rank_from_env
 from ..trace.merge import merge
 from . import background, exits, journal, output as output_mod, profiled, signals, steps
 from .children import ChildrenCPU
-from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
+from .clock import REFERENCE_CLOCK, clock_domain, now_ns, wall_anchor
 from .guard import Kept, Outcome, call_guarded, call_here
 from .options import NAMES, SessionOptions, make
 from .plugin import Near, Plugin, SessionContext, keep_near
@@ -453,6 +453,8 @@ class Session:
         """pid, host and the command; arguments only when asked (they may hold secrets)."""
         argv = list(sys.argv) if self.record_argv else sys.argv[:1] + ["<argument>"] * (len(sys.argv) - 1)
         info: dict[str, object] = {"pid": os.getpid(), "hostname": hostname(), "argv": argv}
+        if domain := clock_domain():
+            info["clock_domain"] = domain
         rank = rank_from_env()
         if rank is not None:
             info["rank"] = rank

@@ -330,7 +330,8 @@ WALL_IDENTITY = {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
 
 
 def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: dict[int, bool],
-              note: str = "", counts: tuple[int, int] | None = None, one_sided: str = "") -> RankClock:
+              note: str = "", counts: tuple[int, int] | None = None, one_sided: str = "",
+              tables: tuple[Table, Table] | None = None) -> RankClock:
     """The rank on its recorded clock. ``counts``: the collectives of the rank and of the
     reference rank (a rank without any has none to match: recording the same steps would
     not help). A rank on a session clock (``session``: polyprof's monotonic clock, Nsight's
@@ -339,7 +340,9 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
     otherwise its times stay as recorded, and the message says whether that is the wall
     clock (both ranks' times are) or each rank's own clock (method ``own clock``). An
     anchor's ``host`` (``ranks/result.anchor_of``) tells whether the two ranks share one
-    host, and so one wall clock."""
+    host, and so one wall clock; its ``clock_domain``, whether both read one machine's
+    monotonic clock (:func:`_one_clock`: the rank is aligned by it; ``tables``: the
+    reference rank's collectives and this rank's, paired for the stragglers)."""
     mine, theirs = counts or (1, 1)
     why = (f"rank {rank} recorded no collective" if not mine else
            f"the reference rank {ref} recorded no collective" if not theirs else
@@ -347,6 +350,8 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
            "no collective matched the reference rank's") + (f", and {note}" if note else "")
     on_session = {r: bool(session.get(r)) for r in (rank, ref)}
     a, b = (_anchor(r, anchors, session) for r in (rank, ref))
+    if a and b and all(on_session.values()) and a.get("clock_domain") and a.get("clock_domain") == b.get("clock_domain"):
+        return _one_clock(rank, a, b, why, tables)
     ha, hb = (a or {}).get("host"), (b or {}).get("host")
     same = bool(ha) and ha == hb
     if any(on_session.values()) and a and b:
@@ -365,6 +370,29 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
         "hosts agree only as well as NTP keeps them"
     return RankClock(rank, clock.constant(0, math.nan, "recorded clock"), False, 0, 0,
                      f"{why}: times kept as recorded (wall clock; {agree})")
+
+
+def _one_clock(rank: int, a: dict[str, Any], b: dict[str, Any], why: str,
+               tables: tuple[Table, Table] | None) -> RankClock:
+    """A rank whose collectives did not place it, whose times and the reference rank's
+    are one machine's monotonic clock (their anchors' ``clock_domain``): placed by that
+    clock (the anchors' offset, 0 but for a wall-clock step between them; their
+    uncertainty its bound), its collectives paired with the reference rank's at the shift
+    that pairs the most, ties at them within :data:`ONE_HOST_BOUND_NS` (as
+    :func:`_on_one_host`). Before, such a rank (a loaded machine's collectives that
+    contradicted each other; rooted ones alone) was "not aligned", placed by wall
+    anchors."""
+    fit = clock.from_anchors(a, b, method=ONE_HOST)
+    n = shift = 0
+    if tables is not None:
+        r, o = _group_only(tables[0]), _group_only(tables[1])
+        rc, oc = _codes(r, o)
+        for k in _shifts(r, o):  # the least shift of those that pair the most
+            if (m := len(_pairs(rc, oc, k)[0])) > n:
+                n, shift = m, k
+    host = f"host {a['host']}'s" if a.get("host") else "one machine's"
+    msg = f"{why}: placed by {host} monotonic clock, which both ranks' times are ({a['clock_domain']})"
+    return RankClock(rank, replace(fit, n=n), True, n, shift, msg, None, ONE_HOST_BOUND_NS)
 
 
 def _anchor(rank: int, anchors: dict[int, dict[str, Any]], session: dict[int, bool]) -> dict[str, Any] | None:
@@ -435,7 +463,7 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
         if r not in out:
             out[r] = _fallback(r, anchors, ref, session, why.get(r) or _no_peer(tables[r]),
                                (_n_group(tables[r]), _n_group(tables[ref])),
-                               _one_sided(tables[ref], tables[r], (ref, r)))
+                               _one_sided(tables[ref], tables[r], (ref, r)), (tables[ref], tables[r]))
         elif out[r].fit.method == "transfers":
             _pair_collectives(out[r], tables[ref], tables[r], (ref, r))
     return out

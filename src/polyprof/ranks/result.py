@@ -132,7 +132,8 @@ def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
     the tightest (least ``uncertainty_ns``). A wall-clock trace without one has the
     identity (``ranks/align.WALL_IDENTITY``); a trace on its own clock without one has
     none. The anchor names the rank's host (``host``): its source's, else the one host
-    all its sources name."""
+    all its sources name; and, where every source's times are one machine's monotonic
+    clock, that clock (``clock_domain``: ``collect/clock.py``)."""
     own = trace.metadata.get(mkeys.CLOCK_NAME) != "wall"
     found: list[tuple[dict[str, Any], str]] = [(s.clock[mkeys.SOURCE_WALL_ANCHOR], s.host) for s in trace.sources
                                                if _is_anchor(s.clock.get(mkeys.SOURCE_WALL_ANCHOR))]
@@ -145,7 +146,10 @@ def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
     anchor, host = min(found, key=lambda ah: float(ah[0].get("uncertainty_ns") or 0))
     hosts = {s.host for s in trace.sources if s.host}
     host = host or (hosts.pop() if len(hosts) == 1 else "")
-    return ({**anchor, "host": host} if host else dict(anchor)), own
+    domains = {s.clock.get(mkeys.SOURCE_CLOCK_DOMAIN) for s in trace.sources}
+    domain = domains.pop() if own and len(domains) == 1 else None
+    return {**anchor, **({"host": host} if host else {}),
+            **({"clock_domain": domain} if isinstance(domain, str) and domain else {})}, own
 
 
 def _is_anchor(a: Any) -> bool:

@@ -86,4 +86,7 @@ def identify(trace: Trace, label: str = "", host: str = "", pid: int = 0, rank: 
     anchor = md.get(mkeys.SOURCE_WALL_ANCHOR)
     if isinstance(anchor, dict) and "wall_ns" in anchor:
         s.clock.setdefault("wall_anchor", dict(anchor))
+    domain = session.get("clock_domain")
+    if isinstance(domain, str) and domain and md.get(mkeys.CLOCK_NAME) == mkeys.REFERENCE_CLOCK:
+        s.clock.setdefault(mkeys.SOURCE_CLOCK_DOMAIN, domain)  # the times are still that monotonic clock's
     return trace

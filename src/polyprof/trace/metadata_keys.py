@@ -65,7 +65,8 @@ REFERENCE_CLOCK = "CLOCK_MONOTONIC"
 # --- a live session (collect/session.py) -------------------------------------------
 POLYPROF_VERSION = _key("polyprof_version", str, SOURCE, "the polyprof that recorded the trace")
 CLOCK_NAME = _key("clock", str, SOURCE, "the clock of the times: CLOCK_MONOTONIC (live), wall, xspace...")
-SESSION = _key("session", dict, SOURCE, "start_ns, stop_ns, pid, hostname, argv, rank, world_size of the recording session")
+SESSION = _key("session", dict, SOURCE, "start_ns, stop_ns, pid, hostname, argv, rank, world_size, clock_domain "
+               "(collect/clock.py: clock_domain) of the recording session")
 WALL_ANCHOR = _key("wall_anchor", dict, SOURCE, "mono_ns, wall_ns, uncertainty_ns: a session time and the "
                    "wall-clock time read with it")
 PLUGINS = _key("plugins", dict, SOURCE, "plugin name -> what became of it (ok, failed, unavailable: why)")
@@ -133,6 +134,8 @@ WINDOW = _key("window", str, TRACE, "the steps a windowed trace keeps (analyze/w
 
 # --- Source.clock ------------------------------------------------------------------------
 SOURCE_WALL_ANCHOR = _key("wall_anchor", dict, CLOCK, "the source's wall anchor (as WALL_ANCHOR)")
+SOURCE_CLOCK_DOMAIN = _key("clock_domain", str, CLOCK, "which machine's monotonic clock the source's times are on "
+                           "(a polyprof session's: its SESSION clock_domain); two sources of one domain read one clock")
 ALIGNMENT = _key("alignment", dict, CLOCK, "the fit applied to put this source on the job's reference "
                  "(trace/clock.py: ClockFit.to_dict)")
 
