@@ -4,6 +4,7 @@ started and joined or an XLA program it blocked on, it weighs what of it that wo
 cover, and the work leads back to its thread, ``thread_links.section_wait_edges``), on
 real torch and JAX CPU programs recorded here under ``polyprof run``. (A section of the
 thread's own work beside another thread's: ``tests/test_critical_path_section_waits.py``.)
+A check a loaded machine's recording fails is tried on a fresh one (``tests/live.py``).
 
 Before, the graph took host ops and runtime calls alone (HTA's rule): a step of
 ``with polyprof.section("load"): time.sleep(0.01)`` then a few small matmuls read
@@ -29,6 +30,7 @@ import pytest
 import polyprof
 from polyprof.analyze.critical_path import critical_path, step_windows
 from polyprof.analyze.critical_path_track import TRACK, with_critical_path
+from live import Recordings, checked
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
@@ -142,19 +144,19 @@ def _record(tmp: Path, program: str, plugins: tuple[str, ...] = ()) -> Path:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _record(tmp_path_factory.mktemp("sections"), PROGRAM)
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
+    return Recordings(lambda d: _record(d, PROGRAM), tmp_path_factory.mktemp("sections"))
 
 
 @pytest.fixture(scope="module")
-def burst_recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _record(tmp_path_factory.mktemp("sections_burst"), BURST_PROGRAM)
+def burst_recorded(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
+    return Recordings(lambda d: _record(d, BURST_PROGRAM), tmp_path_factory.mktemp("sections_burst"))
 
 
 @pytest.fixture(scope="module")
-def jax_recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def jax_recorded(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
     pytest.importorskip("jax")
-    return _record(tmp_path_factory.mktemp("sections_jax"), JAX_PROGRAM, ("--plugins", "jax"))
+    return Recordings(lambda d: _record(d, JAX_PROGRAM, ("--plugins", "jax")), tmp_path_factory.mktemp("sections_jax"))
 
 
 def _step_ns(trace: polyprof.Trace, k: int) -> int:
@@ -162,43 +164,49 @@ def _step_ns(trace: polyprof.Trace, k: int) -> int:
     return int(hi[number == k][0] - lo[number == k][0])
 
 
-def test_a_section_that_holds_the_step_is_on_the_path(recorded: Path) -> None:
+def test_a_section_that_holds_the_step_is_on_the_path(recorded: Recordings) -> None:
     """Steps 1-3 (step 0 holds the program's start): the ``load`` section is on the path
     with all its time (12 ms or more), and the path is 75% of the step or more (before
     3f1239a: the matmuls alone, a few ms of ~16; 90% or more on a quiet machine, 79% once
     beside the suite's other worker, where the gaps between the ops grow)."""
-    trace = polyprof.load(recorded)
-    cp = critical_path(trace)
-    for k in range(1, 4):
-        m = cp[cp["step"] == k]
-        i = np.flatnonzero(np.asarray(m["name"]) == "load")
-        assert len(i) == 1, k
-        on, dur = int(m["on_path_ns"][i[0]]), int(m["dur_ns"][i[0]])
-        assert on == dur >= 12_000_000 and m["kind"][i[0]] == "annotation", k
-        assert int(m["path_ns"][0]) >= 0.75 * _step_ns(trace, k), k
+    def check(path: Path) -> None:
+        trace = polyprof.load(path)
+        cp = critical_path(trace)
+        for k in range(1, 4):
+            m = cp[cp["step"] == k]
+            i = np.flatnonzero(np.asarray(m["name"]) == "load")
+            assert len(i) == 1, k
+            on, dur = int(m["on_path_ns"][i[0]]), int(m["dur_ns"][i[0]])
+            assert on == dur >= 12_000_000 and m["kind"][i[0]] == "annotation", k
+            assert int(m["path_ns"][0]) >= 0.75 * _step_ns(trace, k), k
+
+    checked(recorded, check)
 
 
-def test_a_background_threads_small_ops_take_only_their_own_time(recorded: Path) -> None:
+def test_a_background_threads_small_ops_take_only_their_own_time(recorded: Recordings) -> None:
     """Steps 5-7 (step 4 starts the thread): a background thread runs one small matmul
     every 2 ms while ``load`` sleeps 12 ms. Its ops take only their own time from the
     section (before: the thread was busy from its first op in the section to its last,
     and ``load`` kept 3 to 6 of its 12 ms and more): ``load`` keeps 80% of its time on the
     path or more (all but the background thread's ops, about 1 ms), and the path is 80%
     of the step or more."""
-    trace = polyprof.load(recorded)
-    cp = critical_path(trace)
-    ran = 0  # steps in which the background thread's ops are (a loaded machine may not run it in one)
-    for k in range(5, 8):
-        m = cp[cp["step"] == k]
-        name, track = np.asarray(m["name"]), np.asarray(m["track"])
-        ran += bool((track != "MainThread").any())
-        i = np.flatnonzero(name == "load")[0]
-        assert int(m["on_path_ns"][i]) >= 0.8 * int(m["dur_ns"][i]), k
-        assert int(m["path_ns"][0]) >= 0.8 * _step_ns(trace, k), k
-    assert ran, "the background thread ran in none of steps 5-7"
+    def check(path: Path) -> None:
+        trace = polyprof.load(path)
+        cp = critical_path(trace)
+        ran = 0  # steps in which the background thread's ops are (a loaded machine may not run it in one)
+        for k in range(5, 8):
+            m = cp[cp["step"] == k]
+            name, track = np.asarray(m["name"]), np.asarray(m["track"])
+            ran += bool((track != "MainThread").any())
+            i = np.flatnonzero(name == "load")[0]
+            assert int(m["on_path_ns"][i]) >= 0.8 * int(m["dur_ns"][i]), k
+            assert int(m["path_ns"][0]) >= 0.8 * _step_ns(trace, k), k
+        assert ran, "the background thread ran in none of steps 5-7"
+
+    checked(recorded, check)
 
 
-def test_a_joined_workers_ops_then_the_threads_own_are_on_the_path(recorded: Path) -> None:
+def test_a_joined_workers_ops_then_the_threads_own_are_on_the_path(recorded: Recordings) -> None:
     """Steps 9-11: the ``wait`` section joins a worker thread running 60 matmuls, then the
     main thread runs 4 of its own. The path runs through the worker's ops and then the
     main thread's ops after the join (all of them: before, the path was the worker's ops
@@ -208,25 +216,28 @@ def test_a_joined_workers_ops_then_the_threads_own_are_on_the_path(recorded: Pat
     section's own, and on a loaded machine, the worker descheduled between them, the
     path may run from the section into a later op of the worker, its time before that
     the section's.)"""
-    trace = polyprof.load(recorded)
-    cp = critical_path(trace)
-    for k in range(9, 12):
-        m = cp[cp["step"] == k]
-        name, track = np.asarray(m["name"]), np.asarray(m["track"])
-        start, dur, on = (np.asarray(m[c], np.int64) for c in ("start_ns", "dur_ns", "on_path_ns"))
-        i = np.flatnonzero(name == "wait")[0]
-        worker = track != "MainThread"
-        after = ~worker & (start >= start[i] + dur[i])
-        top = np.isin(name, ["aten::matmul", "aten::tanh"])  # (each step's top-level ops)
-        assert int((top & worker).sum()) == 120 and int((top & after).sum()) == 8, k
-        # (``on_path_ns`` is an op's own time, its children's theirs: the rows' sum is the ops')
-        assert int(on[worker].sum()) >= 0.25 * int(dur[top & worker].sum()), k
-        assert int(on[after].sum()) == int(dur[top & after].sum()) > 0, k
-        assert int(m["path_ns"][0]) >= 0.8 * _step_ns(trace, k), k
-        assert int(m["path_ns"][0]) <= int(m["span_ns"][0]), k
+    def check(path: Path) -> None:
+        trace = polyprof.load(path)
+        cp = critical_path(trace)
+        for k in range(9, 12):
+            m = cp[cp["step"] == k]
+            name, track = np.asarray(m["name"]), np.asarray(m["track"])
+            start, dur, on = (np.asarray(m[c], np.int64) for c in ("start_ns", "dur_ns", "on_path_ns"))
+            i = np.flatnonzero(name == "wait")[0]
+            worker = track != "MainThread"
+            after = ~worker & (start >= start[i] + dur[i])
+            top = np.isin(name, ["aten::matmul", "aten::tanh"])  # (each step's top-level ops)
+            assert int((top & worker).sum()) == 120 and int((top & after).sum()) == 8, k
+            # (``on_path_ns`` is an op's own time, its children's theirs: the rows' sum is the ops')
+            assert int(on[worker].sum()) >= 0.25 * int(dur[top & worker].sum()), k
+            assert int(on[after].sum()) == int(dur[top & after].sum()) > 0, k
+            assert int(m["path_ns"][0]) >= 0.8 * _step_ns(trace, k), k
+            assert int(m["path_ns"][0]) <= int(m["span_ns"][0]), k
+
+    checked(recorded, check)
 
 
-def test_a_worker_pausing_between_bursts_has_every_burst_and_pause_on_the_path(burst_recorded: Path) -> None:
+def test_a_worker_pausing_between_bursts_has_every_burst_and_pause_on_the_path(burst_recorded: Recordings) -> None:
     """Steps 1-5: ``wait`` joins a worker running 10 matmuls, sleeping 6 ms, 10 more,
     sleeping 4 ms, 10 more. The section waits for all of it: the path runs through every
     burst, the pauses between as the section's own time, and is 90% of the step or more
@@ -237,26 +248,29 @@ def test_a_worker_pausing_between_bursts_has_every_burst_and_pause_on_the_path(b
     later op of the worker, its time before that the section's, as in the test above:
     so two bursts of three at least, and 85% of the step: a CI run on 2 cores once
     failed the stricter checks.)"""
-    trace = polyprof.load(burst_recorded)
-    cp = critical_path(trace)
-    for k in range(1, 6):
-        m = cp[cp["step"] == k]
-        name, track = np.asarray(m["name"]), np.asarray(m["track"])
-        start, dur, on = (np.asarray(m[c], np.int64) for c in ("start_ns", "dur_ns", "on_path_ns"))
-        top = np.flatnonzero(np.isin(name, ["aten::matmul", "aten::tanh"]) & (track != "MainThread"))
-        assert len(top) == 60, k
-        top = top[np.argsort(start[top], kind="stable")]
-        gaps = start[top[1:]] - (start + dur)[top[:-1]]
-        cuts = np.sort(np.argsort(gaps)[-2:]) + 1
-        assert sum(int(on[burst].sum()) > 0 for burst in np.split(top, cuts)) >= 2, k
-        assert int(m["path_ns"][0]) >= 0.85 * _step_ns(trace, k), k
-        assert int(m["path_ns"][0]) <= int(m["span_ns"][0]), k
-        assert int(on.sum()) == int(m["path_ns"][0]) and bool((np.asarray(m["slack_ns"]) >= 0).all()), k
-    track, table = _track_vs_table(trace)
-    assert track == table
+    def check(path: Path) -> None:
+        trace = polyprof.load(path)
+        cp = critical_path(trace)
+        for k in range(1, 6):
+            m = cp[cp["step"] == k]
+            name, track = np.asarray(m["name"]), np.asarray(m["track"])
+            start, dur, on = (np.asarray(m[c], np.int64) for c in ("start_ns", "dur_ns", "on_path_ns"))
+            top = np.flatnonzero(np.isin(name, ["aten::matmul", "aten::tanh"]) & (track != "MainThread"))
+            assert len(top) == 60, k
+            top = top[np.argsort(start[top], kind="stable")]
+            gaps = start[top[1:]] - (start + dur)[top[:-1]]
+            cuts = np.sort(np.argsort(gaps)[-2:]) + 1
+            assert sum(int(on[burst].sum()) > 0 for burst in np.split(top, cuts)) >= 2, k
+            assert int(m["path_ns"][0]) >= 0.85 * _step_ns(trace, k), k
+            assert int(m["path_ns"][0]) <= int(m["span_ns"][0]), k
+            assert int(on.sum()) == int(m["path_ns"][0]) and bool((np.asarray(m["slack_ns"]) >= 0).all()), k
+        track, table = _track_vs_table(trace)
+        assert track == table
+
+    checked(burst_recorded, check)
 
 
-def test_a_jax_step_blocking_until_ready_runs_load_then_the_ops(jax_recorded: Path) -> None:
+def test_a_jax_step_blocking_until_ready_runs_load_then_the_ops(jax_recorded: Recordings) -> None:
     """Steps 1-7 of the JAX loop: the path runs through ``load``, the dispatch, into the
     run it launched (its first op on the path: ``xla_links.launched_runs``), through the
     XLA ops the ``compute`` section blocked for (the run's last op, all its time), then
@@ -264,21 +278,24 @@ def test_a_jax_step_blocking_until_ready_runs_load_then_the_ops(jax_recorded: Pa
     8.4 to 9.8 ms of 13.5 ms steps, ``load`` and the dispatch, the ops off the path with
     3.35 ms of slack; then the ops through the section's wait, but nothing led from the
     dispatch into the run, and ``load`` could be off the path)."""
-    trace = polyprof.load(jax_recorded)
-    cp = critical_path(trace)
-    for k in range(1, 8):
-        m = cp[cp["step"] == k]
-        name, kind = np.asarray(m["name"]), np.asarray(m["kind"])
-        start, dur, on = (np.asarray(m[c], np.int64) for c in ("start_ns", "dur_ns", "on_path_ns"))
-        i = np.flatnonzero(name == "load")[0]
-        assert on[i] == dur[i] >= 8_000_000, k
-        ops = np.char.find(name.astype(str), "jit_step/") == 0  # (the XLA ops, by their module)
-        # the dispatch leads into the run (its first op: on the path, its own time, which
-        # is its time outside a pool wait nested in it) and the run's last op back to the thread
-        first = np.flatnonzero(ops)[np.argmin(start[ops])]
-        last = np.flatnonzero(ops)[np.argmax((start + dur)[ops])]
-        assert on[first] > 0 and on[last] == dur[last] > 0, (k, name[first], name[last], kind[last])
-        assert int(m["path_ns"][0]) >= 0.95 * _step_ns(trace, k), k
+    def check(path: Path) -> None:
+        trace = polyprof.load(path)
+        cp = critical_path(trace)
+        for k in range(1, 8):
+            m = cp[cp["step"] == k]
+            name, kind = np.asarray(m["name"]), np.asarray(m["kind"])
+            start, dur, on = (np.asarray(m[c], np.int64) for c in ("start_ns", "dur_ns", "on_path_ns"))
+            i = np.flatnonzero(name == "load")[0]
+            assert on[i] == dur[i] >= 8_000_000, k
+            ops = np.char.find(name.astype(str), "jit_step/") == 0  # (the XLA ops, by their module)
+            # the dispatch leads into the run (its first op: on the path, its own time, which
+            # is its time outside a pool wait nested in it) and the run's last op back to the thread
+            first = np.flatnonzero(ops)[np.argmin(start[ops])]
+            last = np.flatnonzero(ops)[np.argmax((start + dur)[ops])]
+            assert on[first] > 0 and on[last] == dur[last] > 0, (k, name[first], name[last], kind[last])
+            assert int(m["path_ns"][0]) >= 0.95 * _step_ns(trace, k), k
+
+    checked(jax_recorded, check)
 
 
 def _track_vs_table(trace: polyprof.Trace) -> tuple[dict, dict]:
@@ -303,10 +320,13 @@ def _track_vs_table(trace: polyprof.Trace) -> tuple[dict, dict]:
     return track, table
 
 
-def test_the_track_agrees_with_the_table(recorded: Path) -> None:
+def test_the_track_agrees_with_the_table(recorded: Recordings) -> None:
     """The critical path track (HTML report, exports) gives each event the time the table
     gives it, a section whose weight is cut included (before: the track drew the section's
     whole stretch, ``load`` 15.0 ms where the table had 3.39 ms)."""
-    track, table = _track_vs_table(polyprof.load(recorded))
-    assert track == table
-    assert any(n == "load" and 5 <= k < 8 for k, n in track)
+    def check(path: Path) -> None:
+        track, table = _track_vs_table(polyprof.load(path))
+        assert track == table
+        assert any(n == "load" and 5 <= k < 8 for k, n in track)
+
+    checked(recorded, check)

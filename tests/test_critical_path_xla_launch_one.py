@@ -34,6 +34,7 @@ from polyprof.analyze.critical_path import critical_path, step_windows
 from polyprof.analyze.depgraph_context import context
 from polyprof.analyze.xla_links import RUN_STAT
 from polyprof.derive.intervals import union
+from live import Recordings, checked
 
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
 
@@ -76,9 +77,9 @@ for i in range(6):
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
     pytest.importorskip("jax")
-    return _record(tmp_path_factory.mktemp("launch_one"))
+    return Recordings(_record, tmp_path_factory.mktemp("launch_one"))
 
 
 def _record(tmp: Path) -> Path:
@@ -90,7 +91,7 @@ def _record(tmp: Path) -> Path:
     return out
 
 
-def test_each_dispatch_is_given_the_run_its_pool_task_started(recorded: Path) -> None:
+def test_each_dispatch_is_given_the_run_its_pool_task_started(recorded: Recordings) -> None:
     """Per step 1 to 6: the step's one dispatch is given the ``run_id`` of the step's ops
     (``Context.launched_run``), and the graph has a launch edge from the Python thread,
     within the dispatch or at its end, into the run's pool thread, forward in time and at
@@ -98,53 +99,56 @@ def test_each_dispatch_is_given_the_run_its_pool_task_started(recorded: Path) ->
     Python thread's return from ``block_until_ready`` (the ``CommonPjRtBuffer::Await``
     consuming the context of the one that began the wait, ``xla_links.await_edges``),
     weighing the time between, nobody's. (Before: neither edge on one device.)"""
-    trace = polyprof.load(recorded)
-    ctx = context(trace)
-    number, lo, hi = step_windows(trace)
-    run = ctx.stat(RUN_STAT)
-    track = np.asarray(trace.events["track"], np.int64)
-    unwaited: list[int] = []
-    for k, t0, t1 in zip(number.tolist(), lo.tolist(), hi.tolist()):
-        if k < 1:
-            continue
-        g = depgraph.build(trace, t0, t1, ctx)
-        host = g.rows[~g.device]
-        disp = host[ctx.names[host] == trace.string_id(SINGLE)]
-        ops = host[ctx.xla_op[host]]
-        assert len(disp) == 1 and len(ops) and len(set(run[ops].tolist())) == 1, k
-        given = ctx.launched_run(disp, run[disp])
-        assert given.tolist() == [int(run[ops][0])], k
-        e = np.flatnonzero(g.etype == depgraph.LAUNCH)
-        assert len(e) == 1, k
-        src, dst = g.rows[g.src[e[0]] >> 1], g.rows[g.dst[e[0]] >> 1]
-        d = disp[0]
-        assert ctx.start[d] <= g.time[g.src[e[0]]] <= ctx.end[d], k
-        assert g.time[g.src[e[0]]] <= g.time[g.dst[e[0]]] <= ctx.start[ops].min(), k
-        first = ops[np.argmin(ctx.start[ops])]
-        assert track[src] != track[first] and track[dst] == track[first], k
-        # the run's end into the Python thread's return from ``block_until_ready``: from
-        # the run's call that ended last by the return (its ops and the pool thread's wait
-        # for them; on a loaded machine that wait may end after the thread returned)
-        awaits = host[(ctx.names[host] == trace.string_id(AWAIT)) & (track[host] == track[d])]
-        if not len(awaits):  # (JAX recorded no wait: the result was ready when asked for; seen on a loaded machine)
-            unwaited.append(k)
-            continue
-        calls = host[(ctx.xla_op[host] | ctx.xla_wait[ctx.names[host]]) & (run[host] == run[ops][0])]
-        ends = 2 * np.flatnonzero(np.isin(g.rows, calls)) + 1
-        into = g.rows[g.dst >> 1]
-        back = np.flatnonzero((g.etype == depgraph.SYNC) & np.isin(g.src, ends) & (track[into] == track[d])
-                              & (ctx.names[into] == trace.string_id(AWAIT)))
-        assert len(back) == 1, k
-        ret = g.rows[g.dst[back[0]] >> 1]
-        assert trace.strings[int(ctx.names[ret])] == AWAIT and track[ret] == track[d], k
-        end = int(ctx.end[g.rows[g.src[back[0]] >> 1]])
-        assert end == int(ctx.end[calls][ctx.end[calls] <= ctx.start[ret]].max()), k
-        assert g.time[g.dst[back[0]]] == ctx.start[ret] >= end, k
-        assert g.weight[back[0]] == ctx.start[ret] - end and g.owner[back[0]] == -1, k
-    assert len(unwaited) <= 1, unwaited  # (the back edge checked in the others)
+    def check(path: Path) -> None:
+        trace = polyprof.load(path)
+        ctx = context(trace)
+        number, lo, hi = step_windows(trace)
+        run = ctx.stat(RUN_STAT)
+        track = np.asarray(trace.events["track"], np.int64)
+        unwaited: list[int] = []
+        for k, t0, t1 in zip(number.tolist(), lo.tolist(), hi.tolist()):
+            if k < 1:
+                continue
+            g = depgraph.build(trace, t0, t1, ctx)
+            host = g.rows[~g.device]
+            disp = host[ctx.names[host] == trace.string_id(SINGLE)]
+            ops = host[ctx.xla_op[host]]
+            assert len(disp) == 1 and len(ops) and len(set(run[ops].tolist())) == 1, k
+            given = ctx.launched_run(disp, run[disp])
+            assert given.tolist() == [int(run[ops][0])], k
+            e = np.flatnonzero(g.etype == depgraph.LAUNCH)
+            assert len(e) == 1, k
+            src, dst = g.rows[g.src[e[0]] >> 1], g.rows[g.dst[e[0]] >> 1]
+            d = disp[0]
+            assert ctx.start[d] <= g.time[g.src[e[0]]] <= ctx.end[d], k
+            assert g.time[g.src[e[0]]] <= g.time[g.dst[e[0]]] <= ctx.start[ops].min(), k
+            first = ops[np.argmin(ctx.start[ops])]
+            assert track[src] != track[first] and track[dst] == track[first], k
+            # the run's end into the Python thread's return from ``block_until_ready``: from
+            # the run's call that ended last by the return (its ops and the pool thread's wait
+            # for them; on a loaded machine that wait may end after the thread returned)
+            awaits = host[(ctx.names[host] == trace.string_id(AWAIT)) & (track[host] == track[d])]
+            if not len(awaits):  # (JAX recorded no wait: the result was ready when asked for; seen on a loaded machine)
+                unwaited.append(k)
+                continue
+            calls = host[(ctx.xla_op[host] | ctx.xla_wait[ctx.names[host]]) & (run[host] == run[ops][0])]
+            ends = 2 * np.flatnonzero(np.isin(g.rows, calls)) + 1
+            into = g.rows[g.dst >> 1]
+            back = np.flatnonzero((g.etype == depgraph.SYNC) & np.isin(g.src, ends) & (track[into] == track[d])
+                                  & (ctx.names[into] == trace.string_id(AWAIT)))
+            assert len(back) == 1, k
+            ret = g.rows[g.dst[back[0]] >> 1]
+            assert trace.strings[int(ctx.names[ret])] == AWAIT and track[ret] == track[d], k
+            end = int(ctx.end[g.rows[g.src[back[0]] >> 1]])
+            assert end == int(ctx.end[calls][ctx.end[calls] <= ctx.start[ret]].max()), k
+            assert g.time[g.dst[back[0]]] == ctx.start[ret] >= end, k
+            assert g.weight[back[0]] == ctx.start[ret] - end and g.owner[back[0]] == -1, k
+        assert len(unwaited) <= 1, unwaited  # (the back edge checked in the others)
+
+    checked(recorded, check)
 
 
-def test_load_then_the_run_are_on_the_path_in_every_step(recorded: Path, tmp_path: Path) -> None:
+def test_load_then_the_run_are_on_the_path_in_every_step(recorded: Recordings) -> None:
     """Steps 1 to 6: ``load`` on the path with all its time, then the dispatch, the run's
     ops (the op ending last, all its time), then the Python thread's return from
     ``block_until_ready``: the path is 95% of the step's recorded time or more (the union
@@ -153,15 +157,13 @@ def test_load_then_the_run_are_on_the_path_in_every_step(recorded: Path, tmp_pat
     of the step itself in the median. Before, ``load`` and the ops were never both on a
     step's path; with the launch alone, the thread's wake-up after the run (up to 11.5
     ms on a loaded 2-core machine) was off it (78.7% of a step). A recording the machine's load
-    descheduled past that (a CI run at load 8) is taken again, at most twice."""
-    failed = _path_shares(recorded)
-    for k in range(2):
-        if failed is None:
-            return
-        again = tmp_path / f"again{k}"
-        again.mkdir()
-        failed = _path_shares(_record(again))
-    assert failed is None, failed
+    descheduled past that (a CI run at load 8) is taken again, at most twice
+    (``tests/live.py``)."""
+    def check(path: Path) -> None:
+        failed = _path_shares(path)
+        assert failed is None, failed
+
+    checked(recorded, check)
 
 
 def _path_shares(recorded: Path) -> str | None:
