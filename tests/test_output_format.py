@@ -147,6 +147,10 @@ def test_names_made_from_the_output_keep_its_ending() -> None:
     assert output.per_rank(Path("t.pt.trace.json"), env) == Path("t.rank3.pt.trace.json")
     assert output.per_rank(Path("t.polyprof"), env) == Path("t.rank3.polyprof")
     assert output.per_rank(Path("notes.txt"), env) == Path("notes.rank3.txt")
+    # a name already this rank's, as a launcher script writes it (-o t.rank$RANK.polyprof): as it is
+    for named in ("t.rank3.polyprof", "rank3.json.gz", "d/t_rank3.pt.trace.json", "t-rank3"):
+        assert output.per_rank(Path(named), env) == Path(named)
+    assert output.per_rank(Path("t.rank13.polyprof"), env) == Path("t.rank13.rank3.polyprof")  # another rank's
     assert output.beside(Path("t.json.gz"), 1) == Path("t.1.json.gz")
     assert output.beside(Path("d/t.pt.trace.json.gz"), 2) == Path("d/t.2.pt.trace.json.gz")
     assert output.beside(Path("t.xplane.pb"), 1) == Path("t.1.xplane.pb")

@@ -400,14 +400,17 @@ def launcher_world_size(environ: Mapping[str, str] | None = None) -> int | None:
 def per_rank(path: Path, environ: Mapping[str, str] | None = None) -> Path:
     """The output of this rank: ``{rank}`` in the name replaced, else ``.rankN`` put before
     the suffix (``train.polyprof`` -> ``train.rank3.polyprof``) when a launcher (torchrun,
-    mpirun, srun) started several processes, so no rank overwrites another's file."""
+    mpirun, srun) started several processes, so no rank overwrites another's file; a name
+    that already ends with this rank's (``-o t.rank$RANK.polyprof``, ``rank3.json``,
+    ``t_rank3.json``) as it is (before: ``t.rank3.rank3.polyprof``)."""
     rank = launcher_rank(environ)
     if "{rank}" in path.name:
         return path.with_name(path.name.replace("{rank}", str(rank if rank is not None else 0)))
-    if rank is None:
-        return path
     suffix = ending(path)  # (``t.json.gz`` -> ``t.rank3.json.gz``: still named for its format)
-    return path.with_name(f"{path.name[:len(path.name) - len(suffix)]}.rank{rank}{suffix}")
+    stem = path.name[:len(path.name) - len(suffix)]
+    if rank is None or stem == f"rank{rank}" or stem.endswith((f".rank{rank}", f"_rank{rank}", f"-rank{rank}")):
+        return path
+    return path.with_name(f"{stem}.rank{rank}{suffix}")
 
 
 def fallback_path(requested: Path) -> Path:
