@@ -197,3 +197,25 @@ def test_plugin_options_keyed_as_named_in_plugins_are_used_others_warned(caplog)
     assert slot.plugin.given == {"a": 1}  # keyed by the target as given in plugins
     warned = [r.getMessage() for r in caplog.records if "not used" in r.getMessage()]
     assert len(warned) == 1 and "'optioned'" in warned[0]  # the plugin's own name is not its key here
+
+
+def test_a_description_that_fails_keeps_the_events(monkeypatch, tmp_path):
+    """The session's own description failing at its stop (here its note on memory) is a
+    plugin error of the session's; the plugins' events and the sections are still the
+    trace, written (before: an exception out of ``stop``, nothing written: ``polyprof
+    run`` said "internal error")."""
+    from polyprof.collect import background
+
+    def broken(errors: object) -> str:
+        raise RuntimeError("no /proc here")
+
+    monkeypatch.setattr(background, "memory_note", broken)
+    out = tmp_path / "t.polyprof"
+    with polyprof.profile(plugins=["host", Good()], output=out) as prof:
+        with polyprof.section("kept"):
+            pass
+    tr = polyprof.load(out)
+    assert (tr.names() == "fake kernel").sum() == 1 and (tr.names() == "kept").sum() == 1
+    assert {"plugin": "session", "phase": "metadata", "error": "RuntimeError: no /proc here"} \
+        in tr.metadata["plugin_errors"]
+    assert prof.trace.metadata["session"]["stop_ns"] > prof.trace.metadata["session"]["start_ns"]

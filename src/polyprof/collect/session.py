@@ -414,18 +414,12 @@ class Session:
     def _assemble(self, parts: list[Trace], end: int) -> Trace:
         ctx = self._ctx
         assert ctx is not None
-        session: dict[str, object] = {"start_ns": ctx.start_ns, "stop_ns": end, **self._info()}
+        session: dict[str, object] = {"start_ns": ctx.start_ns, "stop_ns": end}
         warnings: list[object] = list(ctx.warnings)
-        if (children := self._children.since()) is not None:
-            session["children_cpu_s"] = round(children[1], 3)
-        if self.ended_by is not None:
-            session["ended_by"] = self.ended_by
-            warnings.append({"plugin": "session", "message": exits.ended_note(self.ended_by)})
-        for note in (self._children.warning(any(p.n_events for p in parts)),
-                     background.memory_note(self._memory_errors)):
-            if note is not None:
-                warnings.append({"plugin": "session", "message": note})
-                log.warning("%s", note)
+        try:
+            self._describe(session, warnings, parts)
+        except Exception as e:  # a description that fails (the host's name, /proc): the events are still kept
+            self._error("session", "metadata", describe(e))
         meta = {
             mkeys.POLYPROF_VERSION: _version(),
             mkeys.CLOCK_NAME: REFERENCE_CLOCK,
@@ -448,6 +442,21 @@ class Session:
                 except Exception:
                     pass
             return identify(merge(good, meta), rank=rank_from_env())
+
+    def _describe(self, session: dict[str, object], warnings: list[object], parts: list[Trace]) -> None:
+        """The session's own metadata (:meth:`_info`, its children's CPU time, how it
+        ended) into ``session``, and its notes into ``warnings``."""
+        session.update(self._info())
+        if (children := self._children.since()) is not None:
+            session["children_cpu_s"] = round(children[1], 3)
+        if self.ended_by is not None:
+            session["ended_by"] = self.ended_by
+            warnings.append({"plugin": "session", "message": exits.ended_note(self.ended_by)})
+        for note in (self._children.warning(any(p.n_events for p in parts)),
+                     background.memory_note(self._memory_errors)):
+            if note is not None:
+                warnings.append({"plugin": "session", "message": note})
+                log.warning("%s", note)
 
     def _info(self) -> dict[str, object]:
         """pid, host and the command; arguments only when asked (they may hold secrets)."""
