@@ -125,3 +125,21 @@ def test_two_processes_without_collectives_are_aligned(tmp_path):
     assert a["aligned"] and a["method"] == ONE_HOST and abs(a["offset_ns"]) <= a["bound_ns"] < 1e6, a
     assert a["message"].startswith("rank 1 recorded no collective: placed by host "), a
     assert not [f for f in doc["findings"] if f["id"] == "ranks_not_aligned"], [f["id"] for f in doc["findings"]]
+
+
+def test_two_pods_of_one_node_are_placed_by_its_clock(traces_dir):
+    """tests/data/traces/gloo_cycles (rank 1 late at every collective: its collectives
+    bound its clock from one side, 43.7 ms): ranks whose host names differ but whose
+    anchors name one domain (two containers or pods of one node) are placed by that
+    machine's clock, as two ranks naming one host are; two domains stay on the
+    collectives' fit."""
+    ts = polyprof.load_ranks(traces_dir / "gloo_cycles")
+    tables = {r: collective_table(ts.load(r)) for r in ts.ranks}
+    alone = align_ranks(tables)[1]
+    assert alone.fit.method == "collectives" and alone.fit.bound_ns > ONE_HOST_BOUND_NS, alone
+    pods = {0: {**_anchor(0, "boot x"), "host": "pod-a"}, 1: {**_anchor(0, "boot x"), "host": "pod-b"}}
+    c = align_ranks(tables, pods, {0: True, 1: True})[1]
+    assert c.aligned and c.fit.method == ONE_HOST and c.fit.bound_ns == 200 and c.matched == alone.matched, c
+    assert "both on one machine (boot x), whose clock the collectives agree with (their bound 43.7 ms)" in c.message
+    apart = {0: pods[0], 1: {**pods[1], "clock_domain": "boot y"}}
+    assert align_ranks(tables, apart, {0: True, 1: True})[1].fit.method == "collectives"

@@ -350,7 +350,7 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
            "no collective matched the reference rank's") + (f", and {note}" if note else "")
     on_session = {r: bool(session.get(r)) for r in (rank, ref)}
     a, b = (_anchor(r, anchors, session) for r in (rank, ref))
-    if a and b and all(on_session.values()) and a.get("clock_domain") and a.get("clock_domain") == b.get("clock_domain"):
+    if a and b and _one_domain(a, b, *on_session.values()):
         return _one_clock(rank, a, b, why, tables)
     ha, hb = (a or {}).get("host"), (b or {}).get("host")
     same = bool(ha) and ha == hb
@@ -370,6 +370,12 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
         "hosts agree only as well as NTP keeps them"
     return RankClock(rank, clock.constant(0, math.nan, "recorded clock"), False, 0, 0,
                      f"{why}: times kept as recorded (wall clock; {agree})")
+
+
+def _one_domain(a: dict[str, Any], b: dict[str, Any], *on_session: bool | None) -> bool:
+    """Whether two ranks' anchors name one machine's monotonic clock, which both ranks'
+    times are (``on_session``: each rank's times its session's own clock)."""
+    return all(on_session) and bool(a.get("clock_domain")) and a.get("clock_domain") == b.get("clock_domain")
 
 
 def _one_clock(rank: int, a: dict[str, Any], b: dict[str, Any], why: str,
@@ -406,18 +412,22 @@ def _on_one_host(c: RankClock, ref: int, anchors: dict[int, dict[str, Any]], ses
     and the reference rank name (its bound: the anchors' uncertainty; ties at its
     collectives within :data:`ONE_HOST_BOUND_NS`), where that clock's offset lies within
     the collectives' bound and that bound is wider than :data:`ONE_HOST_BOUND_NS`: the
-    same machine's clock (one wall clock, one monotonic clock) needs no fit. Otherwise
-    ``c`` as it is."""
+    same machine's clock (one wall clock, one monotonic clock) needs no fit. One machine
+    is also two ranks of one ``clock_domain`` whose host names differ (two containers, or
+    Kubernetes pods, of one node). Otherwise ``c`` as it is."""
     a, b = _anchor(c.rank, anchors, session), _anchor(ref, anchors, session)
-    host = (a or {}).get("host")
-    if not a or not b or not host or b.get("host") != host:
+    if not a or not b:
+        return c
+    host = a.get("host")
+    if not (host and b.get("host") == host) and not _one_domain(a, b, session.get(c.rank), session.get(ref)):
         return c
     fit = clock.from_anchors(a, b, method=ONE_HOST)
     fit = replace(fit, n=c.fit.n)
     tie = max(fit.bound_ns, ONE_HOST_BOUND_NS)
     if not tie < c.fit.bound_ns or abs(fit.offset_ns - c.fit.offset_ns) > c.fit.bound_ns + fit.bound_ns:
         return c
-    msg = f"both on host {host}, whose clock the collectives agree with (their bound {fmt_ns(c.fit.bound_ns)})"
+    where = f"host {host}" if host and b.get("host") == host else f"one machine ({a['clock_domain']})"
+    msg = f"both on {where}, whose clock the collectives agree with (their bound {fmt_ns(c.fit.bound_ns)})"
     return RankClock(c.rank, fit, True, c.matched, c.shift, "; ".join(x for x in (c.message, msg) if x), c.seq_map, tie)
 
 
