@@ -305,3 +305,33 @@ def test_a_long_name_in_the_sample_costs_no_more_than_its_text(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     grown_kib, names = out.stdout.split()
     assert int(grown_kib) < 40 * 1024 and float(names) == 3.0, out.stdout + out.stderr  # k, AA..\"B, op
+
+
+XSPACE_GZ = Path(__file__).parent / "data" / "h200" / "jax_transformer_h200.xplane.pb.gz"
+
+
+def test_a_large_xspace_is_checked_by_its_reader(tmp_path):
+    """An XSpace is read whole (protobuf has no streaming read): one of 16 MiB or more is
+    checked before it is read, by what its reader needs per byte (the H200 JAX transformer,
+    1.9 MB gzipped, its text estimated at 16 MiB: about 275 MiB compiled; protobuf's
+    Python objects, ``POLYPROF_PURE_PYTHON=1``, more than twice that). Before, no XSpace
+    was checked: a large one read by the pure-Python reader was killed without a word
+    under a cgroup. A small one is not checked (its summary imports no check:
+    tests/test_import_weight.py)."""
+    env = {**os.environ, "POLYPROF_MEMORY_AVAILABLE": "100"}
+    env.pop("POLYPROF_MEMORY_CHECK", None)
+
+    def summary(path: Path, **more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "polyprof", "summary", str(path)], env={**env, **more},
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+    r = summary(XSPACE_GZ)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert str(XSPACE_GZ) in lines[0] and "an XSpace of 16 MiB read whole by the compiled reader" in lines[0]
+    assert "100 MiB is available" in lines[0] and "POLYPROF_MEMORY_CHECK=0" in lines[0]
+    assert summary(XSPACE_GZ, POLYPROF_MEMORY_AVAILABLE="300").returncode == 0
+    r = summary(XSPACE_GZ, POLYPROF_MEMORY_AVAILABLE="300", POLYPROF_PURE_PYTHON="1")
+    assert r.returncode == 1 and "read whole by protobuf's Python objects" in r.stderr, r.stderr
+    small = Path(__file__).parent / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+    assert summary(small, POLYPROF_MEMORY_AVAILABLE="1").returncode == 0

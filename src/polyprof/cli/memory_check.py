@@ -1,10 +1,13 @@
 """The memory pre-check of the commands that read a whole trace (ranks/fits.py): a
-Kineto / Chrome JSON file or a store's rank, said in one line before it is read where
-it would not fit. Other formats are not checked (and the check's module not imported:
-an XSpace's summary never loads it, tests/test_import_weight.py)."""
+Kineto / Chrome JSON file, an XSpace of 16 MiB or more, or a store's rank, said in one
+line before it is read where it would not fit. Other formats are not checked (and the
+check's module not imported: a small XSpace's summary never loads it,
+tests/test_import_weight.py)."""
 
 from __future__ import annotations
 
+import os
+import stat as stat_mod
 from pathlib import Path
 
 
@@ -15,6 +18,23 @@ def is_json_trace(path: str) -> bool:
     from ..formats.detect import detect  # only for a file: a store or directory needs no sniffing
 
     return detect(path) in ("kineto", "chrome-json")
+
+
+def _large_xspace(path: str) -> bool:
+    """An XSpace file whose text may be 16 MiB or more (``fits.XSPACE_CHECKED_BYTES``; a
+    gzip's size at its largest ratio): one whose read is checked. By its size first, so
+    a small file is neither sniffed here nor the check's module imported."""
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+    if not stat_mod.S_ISREG(st.st_mode) or st.st_size * (25 if gz else 1) < 16 << 20:
+        return False
+    from ..formats.detect import detect
+
+    return detect(path) == "xspace"
 
 
 #: the commands that hold every rank in this one process (``critical-path``: its graphs
@@ -60,6 +80,12 @@ def check_memory(command: str, files: list[str], windows: bool = False, rank: in
 
         if not fits.clearly_fits(files):
             fits.check_file(files[0], command)
+    elif len(files) == 1 and _large_xspace(files[0]):
+        from ..formats.xspace.decode import IMPLEMENTATION  # the reader the command will read it with
+        from ..ranks import fits
+
+        if not fits.clearly_fits(files) or IMPLEMENTATION != "c":
+            fits.check_xspace(files[0], command, IMPLEMENTATION)
     elif is_job(files, rank) and not _clearly_fits(files):
         check_job(command, files, rank, jobs, rank_by)
 

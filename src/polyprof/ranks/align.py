@@ -330,8 +330,8 @@ WALL_IDENTITY = {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
 
 
 def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: dict[int, bool],
-              note: str = "", counts: tuple[int, int] | None = None, one_sided: str = "",
-              tables: tuple[Table, Table] | None = None) -> RankClock:
+              tables: tuple[Table, Table], note: str = "", counts: tuple[int, int] | None = None,
+              one_sided: str = "") -> RankClock:
     """The rank on its recorded clock. ``counts``: the collectives of the rank and of the
     reference rank (a rank without any has none to match: recording the same steps would
     not help). A rank on a session clock (``session``: polyprof's monotonic clock, Nsight's
@@ -340,9 +340,8 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
     otherwise its times stay as recorded, and the message says whether that is the wall
     clock (both ranks' times are) or each rank's own clock (method ``own clock``). An
     anchor's ``host`` (``ranks/result.anchor_of``) tells whether the two ranks share one
-    host, and so one wall clock; its ``clock_domain``, whether both read one machine's
-    monotonic clock (:func:`_one_clock`: the rank is aligned by it; ``tables``: the
-    reference rank's collectives and this rank's, paired for the stragglers)."""
+    host, and so one wall clock; its ``clock_domain``, one monotonic clock (:func:`_one_clock`,
+    ``tables``: the reference rank's collectives and this rank's)."""
     mine, theirs = counts or (1, 1)
     why = (f"rank {rank} recorded no collective" if not mine else
            f"the reference rank {ref} recorded no collective" if not theirs else
@@ -373,29 +372,22 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
 
 
 def _one_domain(a: dict[str, Any], b: dict[str, Any], *on_session: bool | None) -> bool:
-    """Whether two ranks' anchors name one machine's monotonic clock, which both ranks'
-    times are (``on_session``: each rank's times its session's own clock)."""
+    """Whether both ranks' times are one machine's monotonic clock (``clock_domain``)."""
     return all(on_session) and bool(a.get("clock_domain")) and a.get("clock_domain") == b.get("clock_domain")
 
 
-def _one_clock(rank: int, a: dict[str, Any], b: dict[str, Any], why: str,
-               tables: tuple[Table, Table] | None) -> RankClock:
-    """A rank whose collectives did not place it, whose times and the reference rank's
-    are one machine's monotonic clock (their anchors' ``clock_domain``): placed by that
-    clock (the anchors' offset, 0 but for a wall-clock step between them; their
-    uncertainty its bound), its collectives paired with the reference rank's at the shift
-    that pairs the most, ties at them within :data:`ONE_HOST_BOUND_NS` (as
-    :func:`_on_one_host`). Before, such a rank (a loaded machine's collectives that
-    contradicted each other; rooted ones alone) was "not aligned", placed by wall
-    anchors."""
+def _one_clock(rank: int, a: dict[str, Any], b: dict[str, Any], why: str, tables: tuple[Table, Table]) -> RankClock:
+    """A rank its collectives did not place, on one machine's monotonic clock with the
+    reference rank (:func:`_one_domain`): placed by the anchors (bound: their uncertainty),
+    its collectives paired at the shift that pairs the most, ties within
+    :data:`ONE_HOST_BOUND_NS`. Before: "not aligned", placed by wall anchors."""
     fit = clock.from_anchors(a, b, method=ONE_HOST)
     n = shift = 0
-    if tables is not None:
-        r, o = _group_only(tables[0]), _group_only(tables[1])
-        rc, oc = _codes(r, o)
-        for k in _shifts(r, o):  # the least shift of those that pair the most
-            if (m := len(_pairs(rc, oc, k)[0])) > n:
-                n, shift = m, k
+    r, o = _group_only(tables[0]), _group_only(tables[1])
+    rc, oc = _codes(r, o)
+    for k in _shifts(r, o):  # the least shift of those that pair the most
+        if (m := len(_pairs(rc, oc, k)[0])) > n:
+            n, shift = m, k
     host = f"host {a['host']}'s" if a.get("host") else "one machine's"
     msg = f"{why}: placed by {host} monotonic clock, which both ranks' times are ({a['clock_domain']})"
     return RankClock(rank, replace(fit, n=n), True, n, shift, msg, None, ONE_HOST_BOUND_NS)
@@ -415,18 +407,15 @@ def _on_one_host(c: RankClock, ref: int, anchors: dict[int, dict[str, Any]], ses
     same machine's clock (one wall clock, one monotonic clock) needs no fit. One machine
     is also two ranks of one ``clock_domain`` whose host names differ (two containers, or
     Kubernetes pods, of one node). Otherwise ``c`` as it is."""
-    a, b = _anchor(c.rank, anchors, session), _anchor(ref, anchors, session)
-    if not a or not b:
+    a, b = _anchor(c.rank, anchors, session) or {}, _anchor(ref, anchors, session) or {}
+    host = a.get("host") if a.get("host") and b.get("host") == a.get("host") else None
+    if not a or not b or not host and not _one_domain(a, b, session.get(c.rank), session.get(ref)):
         return c
-    host = a.get("host")
-    if not (host and b.get("host") == host) and not _one_domain(a, b, session.get(c.rank), session.get(ref)):
-        return c
-    fit = clock.from_anchors(a, b, method=ONE_HOST)
-    fit = replace(fit, n=c.fit.n)
+    fit = replace(clock.from_anchors(a, b, method=ONE_HOST), n=c.fit.n)
     tie = max(fit.bound_ns, ONE_HOST_BOUND_NS)
     if not tie < c.fit.bound_ns or abs(fit.offset_ns - c.fit.offset_ns) > c.fit.bound_ns + fit.bound_ns:
         return c
-    where = f"host {host}" if host and b.get("host") == host else f"one machine ({a['clock_domain']})"
+    where = f"host {host}" if host else f"one machine ({a['clock_domain']})"
     msg = f"both on {where}, whose clock the collectives agree with (their bound {fmt_ns(c.fit.bound_ns)})"
     return RankClock(c.rank, fit, True, c.matched, c.shift, "; ".join(x for x in (c.message, msg) if x), c.seq_map, tie)
 
@@ -471,9 +460,8 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
     why = _by_transfers(tables, ref, out)
     for r in ranks:
         if r not in out:
-            out[r] = _fallback(r, anchors, ref, session, why.get(r) or _no_peer(tables[r]),
-                               (_n_group(tables[r]), _n_group(tables[ref])),
-                               _one_sided(tables[ref], tables[r], (ref, r)), (tables[ref], tables[r]))
+            out[r] = _fallback(r, anchors, ref, session, (tables[ref], tables[r]), why.get(r) or _no_peer(tables[r]),
+                               (_n_group(tables[r]), _n_group(tables[ref])), _one_sided(tables[ref], tables[r], (ref, r)))
         elif out[r].fit.method == "transfers":
             _pair_collectives(out[r], tables[ref], tables[r], (ref, r))
     return out

@@ -50,6 +50,16 @@ JSON_FACTOR = JSON_FACTORS["summary"]
 #: trace, a compact one whose kernels all have names of their own and a real torch CPU
 #: trace (docs/reliability.md): events per byte of text differ 4x between them
 SHAPE_FACTORS = {"summary": (60, 0, 0.75, 800), "summary-json": (250, 500, 0, 1100), "report": (50, 0, 3.0, 400)}
+#: memory per byte of an XSpace (its protobuf, uncompressed) read whole, by the reader's
+#: implementation (``formats/xspace/decode.IMPLEMENTATION``): the compiled walk keeps
+#: columns; protobuf's Python message objects (no extension, or ``POLYPROF_PURE_PYTHON=1``)
+#: take twice as much and more. Measured peaks of ``polyprof summary`` less the ~45 MiB
+#: floor over the file: 6.4 and 3.3 compiled, 14.3 and 11.5 in Python (the 11 MB H200 JAX
+#: transformer, the H200 torch transformer exported to XSpace, 10.7 MB), with a margin
+XSPACE_FACTORS = {"c": 8.0, "python": 18.0}
+#: an XSpace whose text is smaller (by its size, a gzip's at :data:`UPPER_RATIO`) is not
+#: checked: it fits wherever polyprof runs, and this module is not imported for it
+XSPACE_CHECKED_BYTES = 16 << 20
 #: memory per event of a store's rank read back whole, by command (``diff``: per event of
 #: all its inputs together); ``summary`` is :data:`STORE_EVENT_BYTES`
 STORE_FACTORS = {"summary": 400, "summary-json": 400, "report": 850, "export": 1800, "diff": 300}
@@ -432,6 +442,17 @@ def check_file(path: str | Path, command: str = "summary") -> None:
     how = f", {shape.how}" if shape.how else ""
     check_fits(f"{p} (polyprof {command_label(command)}{how})", shape_need(shape, command),
                _FILE_HINT.format(p=p))
+
+
+def check_xspace(path: str | Path, command: str = "summary", implementation: str = "c") -> None:
+    """An XSpace file to be read whole by ``command`` (protobuf has no streaming read):
+    :data:`XSPACE_FACTORS` of its text by the reader's ``implementation``."""
+    p = Path(path)
+    text, how, _ = _text_and_sample(p)
+    by = "protobuf's Python objects (no compiled reader here)" if implementation == "python" else "the compiled reader"
+    check_fits(f"{p} (polyprof {command_label(command)}, an XSpace of {_mib(text)} read whole by {by}"
+               f"{', ' + how if how else ''})", BASE_BYTES + int(XSPACE_FACTORS.get(implementation, 18.0) * text),
+               "an XSpace is read whole: analyse it where more memory is available")
 
 
 def check_store_rank(store: str | Path, rank: int, events: int, command: str = "summary") -> None:
