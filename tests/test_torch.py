@@ -743,6 +743,9 @@ def test_two_dropins_under_polyprof_run_keep_both_recordings(tmp_path):
                        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     t = polyprof.load(out)
+    # (a CI run once had no schedule at all: what the session said of its plugins tells why)
+    why = {k: t.metadata.get(k) for k in ("plugins", "plugin_errors", "warnings")} | {"stderr": r.stderr[-2000:]}
+    assert "schedule" in t.metadata, why
     assert t.metadata["schedule"]["drop_ins"] == 2 and len(t.metadata["schedule"]["windows_ns"]) == 2
     sel = window.select(t, window.AUTO)
     assert len(sel.index) == 4, sel.label
