@@ -20,19 +20,27 @@ def is_json_trace(path: str) -> bool:
     return detect(path) in ("kineto", "chrome-json")
 
 
+#: an XSpace whose text is smaller (its size; a gzip's at :data:`GZIP_RATIO`) is not
+#: checked: it fits wherever polyprof runs (fits.XSPACE_FACTORS), and ranks/fits.py is not
+#: imported for it
+XSPACE_CHECKED_BYTES = 16 << 20
+#: the largest text a gzip's byte is taken to hold here (fits.UPPER_RATIO's)
+GZIP_RATIO = 25
+
+
 def _large_xspace(path: str) -> bool:
-    """An XSpace file whose text may be 16 MiB or more (``fits.XSPACE_CHECKED_BYTES``; a
-    gzip's size at its largest ratio): one whose read is checked. By its size first, so
-    a small file is neither sniffed here nor the check's module imported."""
+    """An XSpace file whose text may be :data:`XSPACE_CHECKED_BYTES` or more: one whose
+    read is checked. By its size first, so a small file is neither sniffed here nor the
+    check's module imported."""
     try:
         st = os.stat(path)
-        if not stat_mod.S_ISREG(st.st_mode) or st.st_size * 25 < 16 << 20:  # (a FIFO's open would block)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size * GZIP_RATIO < XSPACE_CHECKED_BYTES:  # (a FIFO: no open)
             return False
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
     except OSError:
         return False
-    if st.st_size * (25 if gz else 1) < 16 << 20:
+    if st.st_size * (GZIP_RATIO if gz else 1) < XSPACE_CHECKED_BYTES:
         return False
     from ..formats.detect import detect
 

@@ -57,9 +57,6 @@ SHAPE_FACTORS = {"summary": (60, 0, 0.75, 800), "summary-json": (250, 500, 0, 11
 #: floor over the file: 6.4 and 3.3 compiled, 14.3 and 11.5 in Python (the 11 MB H200 JAX
 #: transformer, the H200 torch transformer exported to XSpace, 10.7 MB), with a margin
 XSPACE_FACTORS = {"c": 8.0, "python": 18.0}
-#: an XSpace whose text is smaller (by its size, a gzip's at :data:`UPPER_RATIO`) is not
-#: checked: it fits wherever polyprof runs, and this module is not imported for it
-XSPACE_CHECKED_BYTES = 16 << 20
 #: memory per event of a store's rank read back whole, by command (``diff``: per event of
 #: all its inputs together); ``summary`` is :data:`STORE_EVENT_BYTES`
 STORE_FACTORS = {"summary": 400, "summary-json": 400, "report": 850, "export": 1800, "diff": 300}
