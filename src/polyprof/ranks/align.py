@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -377,20 +377,14 @@ def _one_domain(a: dict[str, Any], b: dict[str, Any], *on_session: bool | None) 
 
 
 def _one_clock(rank: int, a: dict[str, Any], b: dict[str, Any], why: str, tables: tuple[Table, Table]) -> RankClock:
-    """A rank its collectives did not place, on one machine's monotonic clock with the
-    reference rank (:func:`_one_domain`): placed by the anchors (bound: their uncertainty),
-    its collectives paired at the shift that pairs the most, ties within
-    :data:`ONE_HOST_BOUND_NS`. Before: "not aligned", placed by wall anchors."""
-    fit = clock.from_anchors(a, b, method=ONE_HOST)
-    n = shift = 0
-    r, o = _group_only(tables[0]), _group_only(tables[1])
-    rc, oc = _codes(r, o)
-    for k in _shifts(r, o):  # the least shift of those that pair the most
-        if (m := len(_pairs(rc, oc, k)[0])) > n:
-            n, shift = m, k
+    """A rank its collectives did not place, on one machine's clock with the reference rank
+    (:func:`_one_domain`): placed by the anchors (their uncertainty its bound), its collectives
+    paired by :func:`_most_pairs`, ties within :data:`ONE_HOST_BOUND_NS`. Before: not aligned."""
+    shift, n = _most_pairs(_group_only(tables[0]), _group_only(tables[1]))
     host = f"host {a['host']}'s" if a.get("host") else "one machine's"
     msg = f"{why}: placed by {host} monotonic clock, which both ranks' times are ({a['clock_domain']})"
-    return RankClock(rank, replace(fit, n=n), True, n, shift, msg, None, ONE_HOST_BOUND_NS)
+    fit = replace(clock.from_anchors(a, b, method=ONE_HOST), n=n)
+    return RankClock(rank, fit, True, n, shift, msg, None, ONE_HOST_BOUND_NS)
 
 
 def _anchor(rank: int, anchors: dict[int, dict[str, Any]], session: dict[int, bool]) -> dict[str, Any] | None:
@@ -546,20 +540,28 @@ def _pair_collectives(c: RankClock, ref: Table, other: Table, ranks: tuple[int, 
     r, o = _group_only(ref), _group_only(other)
     if not len(r) or not len(o):
         return
-    rc, oc = _codes(r, o)
     tol = c.fit.bound_ns if math.isfinite(c.fit.bound_ns) else 0.0
-    best: tuple[int, int] | None = None
-    for shift in _shifts(r, o):
-        i, j = _pairs(rc, oc, shift)
-        if not len(i) or (best is not None and len(i) <= best[1]):
-            continue
+
+    def kept(i: np.ndarray, j: np.ndarray) -> bool:
         below, above = _sides(r, o, i, j, ranks)
         ends, starts = c.fit.to_host(o["end_ns"][j][below]), c.fit.to_host(o["start_ns"][j][above])
-        if (ends >= r["start_ns"][i][below] - tol).all() and (starts <= r["end_ns"][i][above] + tol).all():
+        return bool((ends >= r["start_ns"][i][below] - tol).all() and (starts <= r["end_ns"][i][above] + tol).all())
+    shift, n = _most_pairs(r, o, kept)
+    if n:
+        c.shift, c.seq_map = shift, None
+        c.message += f"; its {n} collective(s) paired with the reference rank's (as the transfers' fit allows)"
+
+
+def _most_pairs(r: Table, o: Table, kept: Callable[[np.ndarray, np.ndarray], bool] | None = None) -> tuple[int, int]:
+    """(shift, pairs): the least shift of seq pairing the most of two ranks' collectives,
+    of those whose pairs ``kept(i, j)`` accepts (all where None); (0, 0) where none pairs."""
+    rc, oc = _codes(r, o)
+    best = (0, 0)
+    for shift in _shifts(r, o):
+        i, j = _pairs(rc, oc, shift)
+        if len(i) > best[1] and (kept is None or kept(i, j)):
             best = (shift, len(i))
-    if best is not None:
-        c.shift, c.seq_map = best[0], None
-        c.message += f"; its {best[1]} collective(s) paired with the reference rank's (as the transfers' fit allows)"
+    return best
 
 
 def _by_transfers(tables: dict[int, Table], ref: int, out: dict[int, RankClock]) -> dict[int, str]:
