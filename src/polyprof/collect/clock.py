@@ -3,6 +3,7 @@ the clock's domain (which machine's monotonic clock it is)."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 from ..trace.metadata_keys import REFERENCE_CLOCK  # noqa: F401 - the clock's name, declared with the keys
@@ -26,12 +27,14 @@ def wall_anchor() -> dict[str, int]:
     return {"mono_ns": (a + b) // 2, "wall_ns": w, "uncertainty_ns": (b - a) // 2 + 1}
 
 
+@functools.lru_cache(maxsize=1)
 def clock_domain() -> str:
     """Which CLOCK_MONOTONIC the session's times are on: the running kernel's boot id
     (``boot <id>``), with the time namespace's monotonic offset where one is set
     (``timens <s>.<ns>``); "" where /proc does not say. Two recordings of one domain read
     one clock, whatever their host names (``ranks/align.py`` places one by the other's
-    clock where their collectives do not)."""
+    clock where their collectives do not). Read once: a process keeps its boot and its
+    time namespace (a session asks at its start and its stop)."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             boot = f.read(64).strip()
