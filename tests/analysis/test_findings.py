@@ -175,3 +175,76 @@ def test_sync_calls_by_category_and_name_as_a_pandas_groupby():
     assert len(got) == 8
     assert got.to_dicts() == want.to_dict("records")
     assert len(_by_category_and_name(trace, rows[:0])) == 0
+
+
+def test_sync_stall_of_a_device_bound_loop_is_low():
+    """Kernels queued back to back keep the device busy through each step's 3 ms
+    cudaStreamSynchronize: the host waits 30% of the step for nothing the device loses.
+    The finding's evidence has the device's idle in and after the waits, it is low and
+    its advice says why; the same wait with kernels that leave the device idle during it
+    is high."""
+    busy = {f.id: f for f in A.findings(pipeline_trace(sync_us=3000))}["sync_stalls"]
+    assert busy.evidence["share_pct"] == pytest.approx(30.0)
+    assert busy.evidence["device_idle_pct"] < 2 and busy.severity == "low", busy
+    assert "device-bound" in busy.suggestion
+    idle = {f.id: f for f in A.findings(pipeline_trace(sync_us=3000, kernel_us=300))}["sync_stalls"]
+    assert idle.evidence["device_idle_pct"] > 30 and idle.severity == "high", idle
+    assert "device-bound" not in idle.suggestion
+
+
+def test_sync_stall_gains_at_most_the_hosts_wait():
+    """A host-bound loop: 15% of each step in a sync, and the device, done with its short
+    kernels, idle through it and the 1 ms the host takes to launch the next step's first
+    one: over 20% of the step. Without the sync the host gains its 15%, no more (the
+    rest of the idle is the host's slowness): medium, not high."""
+    f = {f.id: f for f in A.findings(pipeline_trace(sync_us=1500, kernel_us=50, lead_us=1000))}["sync_stalls"]
+    assert f.evidence["share_pct"] == pytest.approx(15.0)
+    assert f.evidence["device_idle_pct"] > 20
+    assert f.severity == "medium"
+
+
+def test_device_idle_by_sync_calls_counts_each_idle_stretch_once():
+    """Device work [0, 10) and [50, 60) ns; the windows [0, 40) and [45, 100). A call
+    ending while the device works costs nothing; two calls ending in the gap count it
+    once, from the first one's start; after the device's last work, to the windows' end."""
+    import numpy as np
+
+    from polyprof.analyze.sync import device_idle_by
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU", "host"), "main", "thread", tid=1)
+    s = b.track(b.plane("/device:GPU:0", "device"), "stream 7", "stream", tid=7)
+    for i, (a, d) in enumerate(((0, 10), (50, 10))):
+        b.event(th, "cudaLaunchKernel", a, 1, "cuda_runtime", correlation_id=i + 1)
+        b.event(s, "k", a, d, "kernel", correlation_id=i + 1, stream=7)
+    t = b.build()
+    ws, we = np.array([0, 45]), np.array([40, 100])
+
+    def idle(*calls):
+        return device_idle_by(t, np.array([c[0] for c in calls]), np.array([c[1] for c in calls]), ws, we)
+
+    assert idle((5, 8)) == 0
+    assert idle((12, 20)) == (40 - 12) + (50 - 45)
+    assert idle((12, 20), (15, 30)) == idle((12, 20))
+    assert idle((5, 20)) == (40 - 10) + (50 - 45)  # from the device's last work, not the call's start
+    assert idle((70, 80)) == 30
+    empty = TraceBuilder()
+    empty.event(empty.track(empty.plane("/host:CPU", "host"), "main", "thread", tid=1), "clFinish", 0, 5, "sync")
+    assert device_idle_by(empty.build(), np.array([0]), np.array([5]), ws, we) is None
+
+
+def test_sync_stall_of_the_h200_transformer_is_low():
+    """The H200 transformer (tests/data/h200) synchronises once a step and its host waits
+    49% of the step there, while the GPU computes 96% of it: a device-bound loop whose
+    syncs cost the device 1.4% of the step (its idle from each sync's end to the next
+    kernel)."""
+    from pathlib import Path
+
+    import polyprof
+
+    t = polyprof.load(Path(__file__).parents[1] / "data" / "h200" / "torch_transformer_h200.json.gz")
+    f = {f.id: f for f in A.findings(t, window="auto")}["sync_stalls"]
+    assert f.evidence["share_pct"] == pytest.approx(49.3, abs=0.1)
+    assert f.evidence["device_idle_pct"] == pytest.approx(1.4, abs=0.1)
+    assert f.severity == "low" and f.events[0]["name"] == "cudaDeviceSynchronize"

@@ -27,7 +27,7 @@ from .frames import column, frame, order_desc
 from .grouping import group_stats
 from .memory_findings import memory_findings
 from .registry import extension_findings, getter
-from .sync import overlapping, sync_by_thread, sync_rows, windows
+from .sync import device_idle_by, overlapping, sync_by_thread, sync_rows, windows
 from .window import WindowArg, selection, view
 from ..trace.sorting import median, unique
 from ..trace import metadata_keys as mkeys
@@ -47,6 +47,9 @@ LAUNCH_IDLE_PCT = 10.0  # a device this busy is not held back by launches
 COPY_SHARE = 20.0  # copies as a share of busy device time, for "copy-bound"
 COPY_SPAN_SHARE = 5.0  # ... and copies as a share of the device's analysed span
 SYNC_SHARE = 5.0  # time one host thread spends in synchronising calls, share of step time (or the span)
+#: below this share of step time, the most that removing a thread's syncs can gain (its
+#: wait, and the device's idle time in and after the calls, whichever is less), the finding is low
+SYNC_GAIN_LOW = 2.0
 STEP_GAP_SHARE = 10.0  # device idle between steps, share of step time
 EXPOSED_COMM_SHARE = 10.0  # non-overlapped communication, share of the span
 
@@ -309,14 +312,25 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
     top = _by_category_and_name(trace, rows, covered(ws, we, st[keep], en[keep]))
     where = "of step time" if len(cache.steps(trace)) else "of the span"
     who = str(worst["thread"]) if str(worst["thread"]).startswith("thread") else f"thread {worst['thread']}"
-    return [Finding("sync_stalls", f"{who} spends {share:.0f}% {where} waiting in "
-                                   f"synchronising calls",
-                    _sev(share, 20), "/host:CPU",
-                    {"sync_ns": int(worst["sync_ns"]), "window_ns": int(worst["window_ns"]),
-                     "share_pct": round(share, 2), "calls": int(worst["calls"]), "thread": str(worst["thread"]),
-                     "threads_syncing": int((column(by_thread, "sync_ns") > 0).sum())},
-                    _records(top, ["category", "name", "count", "total_ns"]),
-                    suggestion(trace, "sync_stalls"))]
+    evidence = {"sync_ns": int(worst["sync_ns"]), "window_ns": int(worst["window_ns"]),
+                "share_pct": round(share, 2), "calls": int(worst["calls"]), "thread": str(worst["thread"]),
+                "threads_syncing": int((column(by_thread, "sync_ns") > 0).sum())}
+    title = f"{who} spends {share:.0f}% {where} waiting in synchronising calls"
+    severity, advice = _sev(share, 20), suggestion(trace, "sync_stalls")
+    idle = device_idle_by(trace, st[keep], en[keep], ws, we)
+    if idle is not None:
+        # without the waits the host runs ahead and the device fills its idle time: they
+        # cost at most the wait, and at most that idle time (a device-bound loop: little)
+        idle_pct = 100.0 * idle / max(int(worst["window_ns"]), 1)
+        gain = min(share, idle_pct)
+        evidence |= {"device_idle_ns": idle, "device_idle_pct": round(idle_pct, 2)}
+        severity = "low" if gain < SYNC_GAIN_LOW else _sev(gain, 20)
+        if severity == "low":
+            advice = (f"The device kept working while the host waited: the loop is device-bound, and removing "
+                      f"these waits gains at most the {idle_pct:.1f}% the device sits idle in and after them. "
+                      + advice)
+    return [Finding("sync_stalls", title, severity, "/host:CPU", evidence,
+                    _records(top, ["category", "name", "count", "total_ns"]), advice)]
 
 
 def _by_category_and_name(trace: Trace, rows: np.ndarray, dur: np.ndarray | None = None) -> Table:

@@ -13,7 +13,7 @@ from ..derive.intervals import TimeKeys, covered, union
 from ..trace.core import Trace
 from ..trace.vocabulary import BLOCKING_COPIES as _BLOCKING_COPIES
 from ..trace.vocabulary import SYNC_CATEGORIES, SYNC_MARKERS  # noqa: F401  (SYNC_CATEGORIES: for callers)
-from .common import analysed_stretches, empty_frame, frame
+from .common import analysed_stretches, device_view, empty_frame, frame
 from .frames import order_desc
 from .window import WindowArg, view
 from ..trace.sorting import lexsort
@@ -39,6 +39,29 @@ def overlapping(ws: np.ndarray, we: np.ndarray, st: np.ndarray, en: np.ndarray) 
     window and waiting on into it too."""
     pos = np.searchsorted(ws, en, side="left") - 1
     return (pos >= 0) & (st < we[np.maximum(pos, 0)])
+
+
+def device_idle_by(trace: Trace, starts: np.ndarray, ends: np.ndarray, ws: np.ndarray, we: np.ndarray) -> int | None:
+    """How long the devices sat idle in and after the sync calls ``[starts, ends)``,
+    inside the windows ``[ws, we)``: for a call that ends where no device works, from its
+    start (or the devices' last work, if later) to the next device activity (the end of
+    the windows where none comes), overlapping stretches counted once. A sync drains the
+    queue and keeps the host from filling it: this is what the devices lose to it, while
+    a call that ends with a device still at work cost none (a device-bound loop waits in
+    its syncs for nothing). None for a trace without device activity."""
+    v = device_view(trace)
+    if not len(v.rows):
+        return None
+    bs, be = union(v.start, v.end)
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    nxt = np.searchsorted(bs, ends, side="right")  # the first busy stretch starting after each end
+    prev = np.maximum(nxt - 1, 0)
+    inside = (nxt > 0) & (ends < be[prev])
+    frm = np.where(nxt > 0, np.maximum(be[prev], starts), starts)
+    to = np.where(nxt < len(bs), bs[np.minimum(nxt, len(bs) - 1)], int(we.max()) if len(we) else 0)
+    idle = ~inside & (to > frm)
+    s, e = union(frm[idle], to[idle])
+    return int(covered(s, e, ws, we).sum())
 
 
 def sync_rows(trace: Trace) -> np.ndarray:
