@@ -19,6 +19,7 @@ from .advice import suggestion
 from .breakdown import busy_segments
 from .common import device_view, op_of
 from .efficiency import costed_rows, device_time, range_profiled, resolve_peak, uncounted_of
+from .uncosted import uncosted_matrix_pct
 from .nesting import outermost
 from .finding import Finding, _records
 from .frames import column, labels, order_desc
@@ -54,9 +55,11 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     oe = t("op_efficiency")
     if range_profiled(trace) or _counters_only(oe):
         return []  # timed under CUPTI's range profiler, which replays each range: no MFU of the program's time
-    blind = uncounted_of(m)
+    # much device time in graph replays, or matrix kernels of ops recorded without the arguments their
+    # FLOPs need, whose FLOPs are unknown: MFU is a floor, maybe not low (a rank's shell has no events)
+    blind = max(uncounted_of(m), uncosted_matrix_pct(trace) if trace.n_events else 0.0)
     if blind >= UNCOUNTED_MAX_PCT and pct + blind >= LOW_MFU_PCT:
-        return []  # much device time in graph replays whose FLOPs are unknown: MFU is a floor, maybe not low
+        return []
     roof = column(oe, "roofline_pct") if len(oe) else np.zeros(0)
     ok = np.isfinite(roof) & ~collective_names(_bare(oe)) if len(oe) else np.zeros(0, bool)
     # (a collective's time is the network's and the other ranks', not lost against a roofline; nor is an

@@ -11,6 +11,7 @@ from ..analyze.efficiency import range_profiled, uncounted_of
 from ..analyze.common import matrix_kernel_pct, on_device
 from ..analyze.frames import column
 from ..analyze.peaks import BY_HAND, UNRECOGNISED
+from ..analyze.uncosted import uncosted_matrix_pct
 from ..analyze.units import fmt_ns, fmt_share, fmt_si
 from ..trace import keys
 from ..trace.core import Trace
@@ -33,7 +34,7 @@ def mfu_line(report: Report) -> Para | None:
     peak, devices = float(column(m, "peak_flops_per_s")[0]), int(column(m, "devices")[0])
     done = f"{fmt_si(flops, 'FLOP')} in {fmt_ns(t_ns)}, {fmt_si(rate, 'FLOP/s')}"
     p = f" ({prec})" if prec else ""
-    words = uncounted_words(flops, uncounted_of(m))
+    words = uncounted_words(flops, uncounted_of(m), uncosted(report.trace))
     unknown = f"; {words}" if words else ""
     if report.trace.n_events and range_profiled(report.trace):
         unknown += ("; timed under CUPTI's range profiler, which replays each kernel range to read its counters: "
@@ -66,11 +67,22 @@ _SHAPED = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear
            "aten::convolution", "aten::_convolution", "aten::conv2d", "aten::scaled_dot_product_attention")
 
 
-def uncounted_words(flops: float, pct: float) -> str | None:
+def uncosted(trace: Trace) -> float:
+    """``uncosted.uncosted_matrix_pct`` of a trace with events (0 for a rank's merged report)."""
+    return uncosted_matrix_pct(trace) if trace.n_events else 0.0
+
+
+def uncounted_words(flops: float, pct: float, matrix_pct: float = 0.0) -> str | None:
     """What the MFU line says of the ``pct`` of kernel time in graph replays whose FLOPs
     are not counted (``mfu``'s ``uncounted_replay_pct``), the HTML report's overview too:
     with FLOPs counted, from 1% (the MFU is then a floor); without, from 50% (why the
-    MFU is unknown); else None."""
+    MFU is unknown); else None. With FLOPs counted and no such replays, the
+    ``matrix_pct`` of compute time in matrix kernels whose ops' FLOPs are unknown
+    (``analyze/uncosted.py``), from 5%, makes the MFU a floor too."""
+    if flops > 0 and not pct >= 1 and matrix_pct >= 5:
+        return (f"{matrix_pct:.0f}% of compute time ran in matrix kernels (GEMM, convolution) whose FLOPs it "
+                "cannot count (their ops were recorded without the arguments the FLOPs need, as torch before 2.0 "
+                "recorded a convolution's): the MFU is a floor")
     if not pct >= (1 if flops > 0 else 50):
         return None
     said = (f"{pct:.0f}% of kernel time ran in CUDA/HIP graph replays captured before the trace, "

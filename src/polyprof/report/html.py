@@ -22,7 +22,7 @@ from ..outfile import write_file
 from ..trace.core import Trace
 from ..analyze.efficiency import uncounted_of
 from ..analyze.finding import Finding
-from .efficiency_text import uncounted_words
+from .efficiency_text import uncosted, uncounted_words
 from .extension_tables import html_tables
 from .idle_text import shown as idle_shown
 from .memory_view import memory_view
@@ -113,7 +113,7 @@ def page_data(report: Report) -> dict[str, Any]:
         # the whole window's model FLOPs utilisation (step -1), shown in the overview, with
         # what the terminal's MFU line says of graph replays whose FLOPs are not counted
         "mfu": _overall(T.get("mfu")),
-        "mfu_uncounted": _uncounted(T.get("mfu")),
+        "mfu_uncounted": _uncounted(T.get("mfu"), uncosted(report.trace)),
         # other packages' tables (polyprof.analyses), each from its own columns
         "extensions": html_tables(T, _top),
     }
@@ -128,12 +128,13 @@ def _overall(mfu: Table | pd.DataFrame | None) -> dict[str, Any] | None:
                                                                   "device", "uncounted_replay_pct"], 1)
 
 
-def _uncounted(mfu: Table | pd.DataFrame | None) -> str | None:
+def _uncounted(mfu: Table | pd.DataFrame | None, matrix_pct: float) -> str | None:
     """The MFU line's words on the whole window's ``uncounted_replay_pct`` (from 1% of its
-    kernel time with FLOPs counted, 50% without: ``efficiency_text.uncounted_words``)."""
+    kernel time with FLOPs counted, 50% without) and on the ``matrix_pct`` of compute
+    time in matrix kernels whose FLOPs are unknown (``efficiency_text.uncounted_words``)."""
     if mfu is None or not len(mfu):
         return None
-    return uncounted_words(float(column(mfu, "flops")[0]), uncounted_of(mfu))
+    return uncounted_words(float(column(mfu, "flops")[0]), uncounted_of(mfu), matrix_pct)
 
 
 def _title(trace: Trace) -> str:
