@@ -529,3 +529,28 @@ def test_frees_of_memory_allocated_before_the_profile_never_make_held_bytes_nega
     assert A.memory_timeline(t).to_pandas()["allocated_bytes"].tolist() == [0, 10 * MiB, 0]
     sec = A.section_stats(t).to_pandas().set_index("name").loc["sec"]
     assert (sec["mem_min_bytes"], sec["mem_max_bytes"], sec["mem_delta_bytes"]) == (0, 10 * MiB, -4 * MiB)
+
+
+def test_an_allocation_in_a_tensor_factory_is_its_callers(tmp_path):
+    """The KINETO trace's aten::empty inside an aten::linear: the memory at the peak is
+    the linear's (what holds it, and what the peak finding names); an aten::empty with no
+    op around it stays itself."""
+    doc = json.loads(json.dumps(KINETO))
+    doc["traceEvents"].insert(1, {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 7, "tid": 7,
+                                  "ts": 100.5, "dur": 20.0})
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps(doc))
+    live = A.memory_at_peak(polyprof.load(path)).to_pandas()
+    assert live[(live["device"] == "/device:GPU:0").to_numpy()].iloc[0]["op"] == "aten::linear"
+    (tmp_path / "alone.json").write_text(json.dumps(KINETO))
+    live = A.memory_at_peak(polyprof.load(tmp_path / "alone.json")).to_pandas()
+    assert live[(live["device"] == "/device:GPU:0").to_numpy()].iloc[0]["op"] == "aten::empty"
+
+
+def test_the_peak_finding_of_a_real_trace_names_the_op_not_the_factory():
+    """TraceLens's MI300 trace (Falconsai NSFW detection): 94% of the bytes live at the GPU's
+    peak were made for aten::addmm (its aten::empty's), which the finding names."""
+    t = polyprof.load(Path(__file__).parents[1] / "data" / "peers" / "tracelens_perf"
+                      / "mi300_Falconsai_nsfw_image_detection__1016002.json.gz")
+    f = {x.id: x for x in A.findings(t, window="auto")}["memory_peak_held_by_one"]
+    assert f.evidence["holder"] == "aten::addmm" and f.evidence["share_pct"] == pytest.approx(94, abs=1)

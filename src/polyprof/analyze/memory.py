@@ -20,7 +20,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import Memory, memory_events
 from .frames import factorize, frame, order_desc
-from ..trace.sorting import unique, union
+from ..trace.sorting import member, unique, union
 from .window import Selection, WindowArg, selection, view
 from .window_counting import inside
 
@@ -207,10 +207,24 @@ def context(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return op, _around(trace, rows, secs), stack
 
 
+#: torch's tensor factories: an allocation inside one is told by the op that called it
+#: (``aten::linear``, ``aten::_to_copy``...), which is what holds the memory, where one does
+ALLOCATING = frozenset(f"aten::{n}" for n in (
+    "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
+    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "resize_"))
+
+
 def ops_around(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """The framework op around each event row on its own thread (the innermost), or the
-    event's own ``op`` stat where it has one (a memory snapshot's); "" where none."""
-    op = _around(trace, rows, trace.rows_of_kind(Kind.CPU_OP))
+    """The framework op around each event row on its own thread (the innermost, but for a
+    tensor factory of :data:`ALLOCATING` inside another op: that op), or the event's own
+    ``op`` stat where it has one (a memory snapshot's); "" where none."""
+    ops = trace.rows_of_kind(Kind.CPU_OP)
+    op = _around(trace, rows, ops)
+    factory = np.fromiter((x in ALLOCATING for x in op.tolist()), bool, len(op))
+    if factory.any():
+        ids = np.array([i for i in map(trace.string_id, ALLOCATING) if i >= 0], np.int64)
+        caller = _around(trace, rows[factory], ops[~member(trace.events["name"][ops], ids)])
+        op[np.flatnonzero(factory)[caller != ""]] = caller[caller != ""]
     col = trace.stats.get(keys.OP)
     if col is not None and len(rows):
         has, vals = col.lookup(rows)
