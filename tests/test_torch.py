@@ -729,6 +729,26 @@ for k in range(2):
 """
 
 
+def test_a_dropin_the_program_lets_go_of_keeps_its_recording(tmp_path):
+    """The two drop-ins, each deleted and collected after its block (as ``p`` rebound by
+    the next loop round is, once the garbage collector runs): the session's torch plugin
+    reads their cycles at its stop, from the drop-in's directory, which went with the
+    drop-in. The plugin's collect failed ("torch_..._cycle1.json: no such file"): 10
+    events of the host, no torch op, no schedule; the directory is now held until read."""
+    script, out = tmp_path / "gone.py", tmp_path / "gone.polyprof"
+    script.write_text("import gc\n" + TWO_DROPINS.replace("            p.step()\n",
+                                                          "            p.step()\n    del p\n    gc.collect()\n"))
+    assert "gc.collect()" in script.read_text()
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "-o", str(out), str(script)],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    t = polyprof.load(out)
+    assert not t.metadata.get("plugin_errors"), t.metadata.get("plugin_errors")
+    assert t.metadata["schedule"]["drop_ins"] == 2
+    assert int((t.names() == "aten::mm").sum()) >= 22
+
+
 def test_two_dropins_under_polyprof_run_keep_both_recordings(tmp_path):
     """Two drop-ins one after the other in `polyprof run`, each recording its steps 2-3:
     their ProfilerStep numbers repeat, so the trace's steps are renumbered 0-3 in time
@@ -751,3 +771,28 @@ def test_two_dropins_under_polyprof_run_keep_both_recordings(tmp_path):
     assert len(sel.index) == 4, sel.label
     view = window.view(t, window.AUTO)
     assert int((view.names() == "aten::mm").sum()) == 22
+
+
+def test_a_recording_whose_file_is_gone_loses_itself_alone():
+    """A drop-in's cycle file removed before the session reads it (its directory deleted
+    by hand here): that recording is lost, with a warning that names it; the plugin's own
+    recordings before and after it are kept (the whole collect failed, every torch op lost)."""
+    import shutil
+
+    import polyprof.torch as pt
+
+    m, x = torch.nn.Linear(8, 8), torch.randn(2, 8)
+    with polyprof.profile(["torch"]) as s:
+        m(x).sum().backward()
+        with pt.profile() as p:
+            torch.cosh(x)
+        shutil.rmtree(p._pp_dir)
+        torch.addmm(x, x, torch.randn(8, 8))
+    t = s.trace
+    assert not t.metadata.get("plugin_errors"), t.metadata.get("plugin_errors")
+    names = set(t.names().tolist())
+    assert {"aten::linear", "aten::addmm"} <= names and "aten::cosh" not in names
+    from polyprof.trace import metadata_keys as mkeys
+
+    said = mkeys.warning_texts(t.metadata)
+    assert any("not read" in w for w in said), said

@@ -35,8 +35,6 @@ import gzip
 import logging
 import os
 import shutil
-import tempfile
-import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -52,6 +50,7 @@ from .errors import PluginError, PolyprofError
 from .lowlevel import unseen
 from .plugins.torch import TorchPlugin, active_plugin
 from .plugins.torch.align import Capture
+from .plugins.torch.captures import ExportDir
 from .plugins.torch.handover import schedule_args
 from .plugins.torch.ingest import SYNC_NAME
 from .trace.core import Trace
@@ -100,8 +99,8 @@ class profile(torch.profiler.profile):
         self._pp_scheduled = schedule is not None
         self._pp_recorded: list[int] = []
         self._pp_windows: list[list[int]] = []
-        self._pp_dir = tempfile.mkdtemp(prefix="polyprof-torch-")
-        weakref.finalize(self, shutil.rmtree, self._pp_dir, True)
+        self._pp_export_dir = ExportDir()  # (the session's torch plugin holds it too, until it read the cycles)
+        self._pp_dir = self._pp_export_dir.path
         #: the polyprof Trace of the whole run, set when the profiler stops
         self.trace: Trace | None = None
         super().__init__(activities=activities, schedule=schedule, on_trace_ready=on_trace_ready,
@@ -233,7 +232,7 @@ class profile(torch.profiler.profile):
         (plugins/torch/handover.py, ``DropIns``). The last stretch ends here."""
         if self._pp_windows and self._pp_windows[-1][1] < 0:
             self._pp_windows[-1][1] = now_ns()
-        plugin.dropins.done(self.polyprof_schedule(), self._pp_recorded, self._pp_windows)
+        plugin.dropins.done(self.polyprof_schedule(), self._pp_recorded, self._pp_windows, self._pp_export_dir)
 
     def _pp_cycle_started(self) -> None:
         plugin = self._pp_plugin

@@ -24,6 +24,18 @@ LOST = "the torch recording was ended by another torch.profiler in the program"
 _SYNC_REPEATS = 3
 
 
+
+class ExportDir:
+    """A directory for torch's exports, removed once nothing holds it (or the interpreter
+    exits). A ``polyprof.torch.profile`` drop-in exports its cycles into its own, and the
+    torch plugin of the session it ran in holds that too until it has read them
+    (``DropIns.done``): a drop-in the program let go of (``p`` bound to the next one in a
+    loop, then collected) took its cycles with it, and the plugin's collect failed."""
+
+    def __init__(self) -> None:
+        self.path = tempfile.mkdtemp(prefix="polyprof-torch-")
+        weakref.finalize(self, shutil.rmtree, self.path, True)
+
 class Captures:
     """The captures' methods of :class:`~.plugin.TorchPlugin` (which holds their state)."""
 

@@ -343,11 +343,21 @@ class DropIns:
         #: each drop-in's, at its end: its schedule's summary (the drop-in's
         #: ``polyprof_schedule()``; None without a schedule), recorded steps and stretches
         self.runs: list[tuple[dict[str, Any] | None, list[int], list[list[int]]]] = []
+        #: the drop-ins' export directories (``captures.ExportDir``), held until the plugin read them
+        self.held: list[object] = []
 
-    def done(self, said: dict[str, Any] | None, steps: list[int], windows: list[list[int]]) -> None:
+    def done(self, said: dict[str, Any] | None, steps: list[int], windows: list[list[int]],
+             exports: object = None) -> None:
         """A drop-in ended: ``said`` (None without a schedule), the steps torch recorded
-        for it and their stretches [start, end] on the session clock."""
+        for it and their stretches [start, end] on the session clock; ``exports``, the
+        directory of its cycles, is held until :meth:`release`."""
         self.runs.append((said, [int(s) for s in steps], [[int(a), int(b)] for a, b in windows]))
+        if exports is not None:
+            self.held.append(exports)
+
+    def release(self) -> None:
+        """The cycles were read: the drop-ins' directories go with their drop-ins."""
+        self.held.clear()
 
     def said(self) -> dict[str, Any] | None:
         """``metadata["schedule"]``: one scheduled drop-in's summary as it gave it; with

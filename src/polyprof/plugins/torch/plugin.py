@@ -40,6 +40,7 @@ from ...collect import steps as step_rules
 from ...collect.clock import now_ns
 from ...collect.output import launcher_rank
 from ...collect.plugin import Availability, Plugin, SessionContext
+from ...errors import PolyprofError
 from ...lowlevel import unseen
 from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
@@ -417,11 +418,17 @@ class TorchPlugin(Captures, Plugin):
                     cycles.append({"capture": cap.index, "status": cap.lost or
                                    "ended without a saved trace (torch discards an incomplete cycle)"})
                     continue
-                part, info = self.ingest(cap)
+                try:
+                    part, info = self.ingest(cap)
+                except (PolyprofError, OSError) as e:  # one recording lost (its file gone, damaged): not the others
+                    self._warn(f"torch's recording {cap.index} not read: {type(e).__name__}: {e}")
+                    cycles.append({"capture": cap.index, "status": f"not read: {e}"})
+                    continue
                 parts.append(part)
                 cycles.append(info)
         finally:
             self._cleanup()
+            self.dropins.release()
         if not parts:
             return self.dropins.write(TraceBuilder({mkeys.CLOCK_SYNC: {}}).build())
         out = parts[0] if len(parts) == 1 else merge(parts)  # one recording (the usual case): no copy
