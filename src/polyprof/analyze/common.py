@@ -346,9 +346,15 @@ def matrix_kernel_pct(trace: Trace) -> float:
     total = float(dur.sum())
     if not total > 0:
         return 0.0
+    return 100.0 * float(dur[matrix_names(trace, names)].sum()) / total
+
+
+def matrix_names(trace: Trace, names: np.ndarray) -> np.ndarray:
+    """Which of the string ids ``names`` name a matrix library's kernel
+    (:data:`~polyprof.trace.categories.MATRIX_KERNEL`), each distinct name looked at once."""
     uniq, inv = unique_inverse(names)
     lib = np.fromiter((MATRIX_KERNEL.search(trace.strings[i]) is not None for i in uniq.tolist()), bool, len(uniq))
-    return 100.0 * float(dur[lib[inv]].sum()) / total
+    return lib[inv]
 
 
 def counted_kernel_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

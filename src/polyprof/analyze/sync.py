@@ -13,7 +13,8 @@ from ..derive.intervals import TimeKeys, covered, union
 from ..trace.core import Trace
 from ..trace.vocabulary import BLOCKING_COPIES as _BLOCKING_COPIES
 from ..trace.vocabulary import SYNC_CATEGORIES, SYNC_MARKERS  # noqa: F401  (SYNC_CATEGORIES: for callers)
-from .common import analysed_stretches, device_view, empty_frame, frame
+from .breakdown import busy_segments
+from .common import analysed_stretches, empty_frame, frame
 from .frames import order_desc
 from .window import WindowArg, view
 from ..trace.sorting import lexsort
@@ -49,10 +50,9 @@ def device_idle_by(trace: Trace, starts: np.ndarray, ends: np.ndarray, ws: np.nd
     queue and keeps the host from filling it: this is what the devices lose to it, while
     a call that ends with a device still at work cost none (a device-bound loop waits in
     its syncs for nothing). None for a trace without device activity."""
-    v = device_view(trace)
-    if not len(v.rows):
+    bs, be = busy_segments(trace)
+    if not len(bs):
         return None
-    bs, be = union(v.start, v.end)
     starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     nxt = np.searchsorted(bs, ends, side="right")  # the first busy stretch starting after each end
     prev = np.maximum(nxt - 1, 0)

@@ -13,11 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..derive import cache
-from ..derive.intervals import TimeKeys, union
-from ..trace.categories import MATRIX_KERNEL
+from ..derive.intervals import innermost
 from ..trace.core import Trace
-from ..trace.sorting import member, unique_inverse
-from .common import COMPUTE, device_view
+from ..trace.sorting import member
+from .common import COMPUTE, device_view, matrix_names
 from .efficiency import model_rows
 
 
@@ -38,8 +37,7 @@ def _pct(trace: Trace) -> float:
     if not total > 0:
         return 0.0
     ev = trace.events
-    uniq, inv = unique_inverse(ev["name"][rows])
-    lib = np.fromiter((MATRIX_KERNEL.search(trace.strings[i]) is not None for i in uniq.tolist()), bool, len(uniq))[inv]
+    lib = matrix_names(trace, ev["name"][rows])
     if not lib.any():
         return 0.0
     model, flops, _ = model_rows(trace)  # the framework ops, graph replays or device ops the MFU counts
@@ -50,12 +48,8 @@ def _pct(trace: Trace) -> float:
     at = np.flatnonzero(lib & (launch >= 0))
     if len(ops) and len(at):  # a launch inside a counted op, on the op's thread: its FLOPs hold the kernel's
         th = cache.threads(trace)
-        lt, ls = th[ev["track"][launch[at]]], ev["start_ns"][launch[at]]
-        ot, os_ = th[ev["track"][ops]], ev["start_ns"][ops]
-        oe = os_ + np.maximum(ev["dur_ns"][ops], 1)
-        key = TimeKeys([ls, os_, oe], int(max(lt.max(), ot.max())))
-        s, e = union(key(ot, os_), key(ot, oe))
-        k = key(lt, ls)
-        i = np.searchsorted(s, k, side="right") - 1
-        lib[at[(i >= 0) & (k < e[np.maximum(i, 0)])]] = False
+        st = ev["start_ns"][ops]
+        hit = innermost(th[ev["track"][ops]], st, st + np.maximum(ev["dur_ns"][ops], 1),
+                        th[ev["track"][launch[at]]], ev["start_ns"][launch[at]])
+        lib[at[hit >= 0]] = False
     return 100.0 * float(dur[lib].sum()) / total
