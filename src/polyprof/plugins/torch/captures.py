@@ -26,22 +26,24 @@ _SYNC_REPEATS = 3
 
 
 class ExportDir:
-    """A directory for torch's exports, removed once nothing holds it (or the interpreter
-    exits). A ``polyprof.torch.profile`` drop-in exports its cycles into its own, and the
-    torch plugin of the session it ran in holds that too until it has read them
-    (``DropIns.done``): a drop-in the program let go of (``p`` bound to the next one in a
-    loop, then collected) took its cycles with it, and the plugin's collect failed."""
+    """A directory for torch's exports, removed by :meth:`remove` or once nothing holds
+    it (or at the interpreter's exit): the plugin's own (:meth:`Captures._export_dir`),
+    and a ``polyprof.torch.profile`` drop-in's, which the torch plugin of the session it
+    ran in holds too until it has read its cycles (``DropIns.done``): a drop-in the
+    program let go of (``p`` bound to the next one in a loop, then collected) took its
+    cycles with it, and the plugin's collect failed."""
 
     def __init__(self) -> None:
         self.path = tempfile.mkdtemp(prefix="polyprof-torch-")
-        weakref.finalize(self, shutil.rmtree, self.path, True)
+        self.remove = weakref.finalize(self, shutil.rmtree, self.path, True)
+
 
 class Captures:
     """The captures' methods of :class:`~.plugin.TorchPlugin` (which holds their state)."""
 
     _lock: Any  # a threading.RLock
     _captures: list[Capture]
-    _tmpdir: str | None
+    _exports: ExportDir | None
     options: dict[str, Any]
 
     if TYPE_CHECKING:
@@ -136,12 +138,11 @@ class Captures:
         (a recording read from memory writes none). Removed at collect; also when a
         plugin that is never collected (failed stop, conformance checks) is
         garbage-collected or the interpreter exits."""
-        if self._tmpdir is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="polyprof-torch-")
-            weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
-        return self._tmpdir
+        if self._exports is None:
+            self._exports = ExportDir()
+        return self._exports.path
 
     def _cleanup(self) -> None:
-        if self._tmpdir:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        if self._exports is not None:
+            self._exports.remove()
+            self._exports = None

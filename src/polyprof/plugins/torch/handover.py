@@ -51,6 +51,7 @@ from ...trace.core import Trace
 from .hooks import imported_torch
 
 if TYPE_CHECKING:  # the plugin this works for (plugin.py imports this module)
+    from .captures import ExportDir
     from .plugin import TorchPlugin
 
 log = logging.getLogger("polyprof")
@@ -344,10 +345,10 @@ class DropIns:
         #: ``polyprof_schedule()``; None without a schedule), recorded steps and stretches
         self.runs: list[tuple[dict[str, Any] | None, list[int], list[list[int]]]] = []
         #: the drop-ins' export directories (``captures.ExportDir``), held until the plugin read them
-        self.held: list[object] = []
+        self.held: list[ExportDir] = []
 
     def done(self, said: dict[str, Any] | None, steps: list[int], windows: list[list[int]],
-             exports: object = None) -> None:
+             exports: ExportDir | None = None) -> None:
         """A drop-in ended: ``said`` (None without a schedule), the steps torch recorded
         for it and their stretches [start, end] on the session clock; ``exports``, the
         directory of its cycles, is held until :meth:`release`."""

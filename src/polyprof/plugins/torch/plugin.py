@@ -47,7 +47,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from ...trace.merge import merge
 from .align import Capture, clock_summary
-from .captures import LOST, Captures
+from .captures import LOST, Captures, ExportDir
 from .groups import GroupsSeen, gate_destroy
 from .handover import DropIns, HandOver, close_mirrors, gates
 from .hooks import (ImportHook, Ranges, default_activities, gate_profiler_start, imported_torch, profiler_starts)
@@ -123,7 +123,7 @@ class TorchPlugin(Captures, Plugin):
         self._hook: ImportHook | None = None
         self._step_range: Any = None
         self._step_pending: tuple[int, str, int] | None = None  # a step copy being opened (_on_step)
-        self._tmpdir: str | None = None
+        self._exports: ExportDir | None = None  # torch's exports until read (captures.py)
         self._thread_names: dict[int, str] = {}
         self._recorder: rec_mod.Recorder | None = None
         self._had_steps = False
