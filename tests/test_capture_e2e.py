@@ -111,7 +111,9 @@ def test_thirty_concurrent_captures(tmp_path: Path) -> None:
         assert r.returncode == 1, r.stderr
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"polyprof: error: {prog.address}: "), r.stderr
-        assert "busy" in lines[0] or "RESOURCE_EXHAUSTED" in lines[0], lines[0]
+        # busy; or, on a loaded machine, still turned away after the client's patience
+        # (connections whose handshake outlasted the server's 5 s are closed: docs/capture.md)
+        assert "busy" in lines[0] or "RESOURCE_EXHAUSTED" in lines[0] or "connection cap" in lines[0], lines[0]
     assert any("busy: another capture is running" in r.stderr for r in failed)
     for i, r in enumerate(results):
         if r.returncode == 0:

@@ -150,3 +150,42 @@ def test_a_client_tries_again_only_where_a_server_listens() -> None:
     got = client.capture([f"127.0.0.1:{free_port()}"], 100)[0]
     assert not got.ok and "no profiler server answers" in (got.error or "")
     assert time.monotonic() - t0 < 5
+
+
+class _Unavailable(Exception):
+    """Stands in for the grpc.RpcError of a failed connection (its text is the one gRPC
+    wrote in a CI run where 30 captures connected at once on a loaded machine)."""
+
+    def __init__(self, details: str) -> None:
+        self._details = details
+
+    def code(self):
+        import grpc
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return self._details
+
+
+@pytest.mark.parametrize("details, listening, again", [
+    ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: tcp handshaker shutdown",
+     True, True),
+    ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: tcp handshaker shutdown",
+     False, False),
+    ("Socket closed", True, True),
+    ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Ssl handshake failed",
+     True, False),
+    ("Connection refused", True, False),
+])
+def test_a_connection_closed_in_its_handshake_is_tried_again(details: str, listening: bool, again: bool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that closed the connection before its HTTP/2 handshake ended (its handshake
+    timeout passed while the machine was loaded) is tried again like one at its cap; a
+    TLS handshake that failed is final."""
+    monkeypatch.setattr(client, "_listening", lambda address: listening)
+    assert client._turned_away(_Unavailable(details), "127.0.0.1:1") is again
+    if listening and not again:
+        return
+    message = client.describe_rpc_error(_Unavailable(details), "127.0.0.1:1", 10.0)
+    assert ("closed the connection" in message) is (listening and again), message
+    assert ("no profiler server answers" in message) is ("handshaker" in details and not listening), message

@@ -163,9 +163,12 @@ def _call(address: str, channel: grpc.Channel, request: pb.ProfileRequest, timeo
             time.sleep(0.25)
 
 
-#: what gRPC says when the server closed the connection (not an answer of the server's);
+#: what gRPC says when the server closed the connection (not an answer of the server's):
+#: also "tcp handshaker shutdown", a connection closed before its HTTP/2 handshake ended
+#: (a server at its cap, or one whose handshake timeout passed on a loaded machine);
 #: a TLS failure (a wrong CA or certificate) is final, whatever else its text says
-_CONNECTION_FAILED = ("socket closed", "connection reset", "broken pipe")
+_TCP_HANDSHAKE = "tcp handshaker shutdown"
+_CONNECTION_FAILED = ("socket closed", "connection reset", "broken pipe", _TCP_HANDSHAKE)
 _TLS_FAILED = ("ssl", "tls", "certificate", "handshake")
 #: what gRPC tells the client of a call the server cancelled as it stopped (its grace over)
 _SERVER_STOPPED = "cancelling all calls"
@@ -180,7 +183,7 @@ def _turned_away(e: grpc.RpcError, address: str) -> bool:
     code = e.code() if hasattr(e, "code") else None
     details = ((e.details() if hasattr(e, "details") else "") or "").lower()
     if code != grpc.StatusCode.UNAVAILABLE or not any(m in details for m in _CONNECTION_FAILED) \
-            or any(m in details for m in _TLS_FAILED):
+            or any(m in details.replace(_TCP_HANDSHAKE, "") for m in _TLS_FAILED):
         return False  # (an answer of the server's own: "polyprof: ...", TSL's "another session")
     return _listening(address)
 
@@ -227,9 +230,11 @@ def describe_rpc_error(e: BaseException, address: str, timeout_s: float, connect
                 f"or one that ends before the program does")
     if name == "UNAVAILABLE":
         low = details.lower()  # a connection reset or closed was one a server had accepted
-        if not connected and not any(m in low for m in (*_CONNECTION_FAILED, "stream removed")):
-            return f"no profiler server answers at {address} ({details})"
-        if _listening(address):
+        reached = connected or any(m in low for m in (*_CONNECTION_FAILED, "stream removed"))
+        listening = reached and _listening(address)
+        if not reached or (not connected and not listening and _TCP_HANDSHAKE in low):
+            return f"no profiler server answers at {address} ({details})"  # (no handshake ever ended)
+        if listening:
             return (f"the server at {address} closed the connection ({details}): it ended the capture, or turned "
                     "the connection away at its connection cap (docs/capture.md)")
         return (f"the program serving at {address} ended or was killed during the capture, which is lost (the "
