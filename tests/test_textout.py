@@ -59,6 +59,7 @@ def test_paragraphs_wrap_as_rich_wraps_them():
     for i, w in enumerate(WORDS):
         paras.append(Para(((w, styles[i % len(styles)]),), indent=i % 3))
         paras.append(Para(((w[:7], "red"), (" ", None), (w[7:], "bold"), (w, None), (w, "dim"))))
+        paras.append(Para(((w[:7], "red"), (" ", None), (w[7:], "bold"), (w, None)), indent=i % 2, hang=1 + i % 3))
     for width in WIDTHS:
         _same(paras, width)
         _same([Boxed("Findings", tuple(paras)), Para((("after", None),))], width)

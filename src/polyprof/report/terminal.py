@@ -49,8 +49,10 @@ def _event_text(e: object, name: str = "") -> str:
             parts.append(f"{k}={fmt_size(v)}")  # (the key kept: "total" may be a time's)
         elif k.endswith("_per_s") and isinstance(v, float):
             parts.append(f"{k}={fmt_rate(k, v)}")
-        else:
-            parts.append(f"{k}={v}")
+        elif isinstance(v, float):  # as the evidence's (a share of 50.97777773702112 reads 50.98)
+            parts.append(f"{k}={v:.4g}")
+        else:  # (a long value, as a chain of a hundred ops, in short: the JSON keeps it whole)
+            parts.append(f"{k}={_short(v, 60)}")
     return " ".join(parts)
 
 
@@ -78,7 +80,7 @@ def _finding_lines(findings: list) -> list[Para]:
                        f"{k[:-6]}={fmt_size(v)}" if k.endswith("_bytes") and isinstance(v, (int, float)) else
                        f"{k}={fmt_rate(k, v)}" if k.endswith("_per_s") and isinstance(v, float) else
                        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={_listed(v)}" for k, v in f.evidence.items())
-        out.append(Para(((f"● {f.severity}", color), (" ", None), (f.title, "bold"))))
+        out.append(Para(((f"● {f.severity}", color), (" ", None), (f.title, "bold")), hang=2))
         parts = [("evidence", ev)]
         if f.events:  # their names in 50 cells, told apart (report/names.py)
             events = f.events[:3]

@@ -58,14 +58,16 @@ MIN_WIDTH = 20
 # Para, Boxed and Terminal are plain classes: a NamedTuple's fields are type-checked at
 # every start (docs/benchmarks.md, issue 35)
 class Para:
-    """A paragraph: styled pieces word-wrapped to the width less ``indent`` spaces."""
+    """A paragraph: styled pieces word-wrapped to the width less ``indent`` spaces; the
+    lines after its first ``hang`` spaces further in (a finding's title under its words)."""
 
-    __slots__ = ("pieces", "indent")
+    __slots__ = ("pieces", "indent", "hang")
     pieces: tuple[Piece, ...]
     indent: int
+    hang: int
 
-    def __init__(self, pieces: tuple[Piece, ...], indent: int = 0):
-        self.pieces, self.indent = pieces, indent
+    def __init__(self, pieces: tuple[Piece, ...], indent: int = 0, hang: int = 0):
+        self.pieces, self.indent, self.hang = pieces, indent, hang
 
     @property
     def plain(self) -> str:
@@ -286,13 +288,30 @@ def _styled(pieces: Sequence[Piece], term: Terminal) -> str:
     return "".join(out)
 
 
+def rest_start(plain: str, first: int) -> int:
+    """Where the lines after a paragraph's first begin, its first line ``first``
+    characters long: past the spaces it ended with and the newline that ended it."""
+    n = len(plain)
+    while first < n and plain[first] == " ":
+        first += 1
+    return first + 1 if first < n and plain[first] == "\n" else first
+
+
 def _para_lines(p: Para, width: int, term: Terminal, pad: bool) -> list[str]:
-    """A paragraph's lines, indented and (``pad``) filled with spaces to ``width``."""
+    """A paragraph's lines, indented and (``pad``) filled with spaces to ``width``; with
+    a hanging indent, its first line, then the rest wrapped ``hang`` narrower and filled
+    (rich's ``Padding`` of the rest: :class:`Hanging`)."""
     inner = width - p.indent
+    lines = wrap(p.pieces, inner)
+    if p.hang and len(lines) > 1:
+        pieces = [(t.translate(_STRIP), s) for t, s in p.pieces]
+        plain = "".join(t for t, _ in pieces)
+        rest = _cut(pieces, rest_start(plain, sum(len(t) for t, _ in lines[0])), len(plain))
+        lines = [lines[0], *([(" " * p.hang, None), *line] for line in wrap(rest, inner - p.hang))]
     out = []
-    for line in wrap(p.pieces, inner):
+    for i, line in enumerate(lines):
         n = sum(len(t) for t, _ in line)
-        out.append(" " * p.indent + _styled(line, term) + (" " * (inner - n) if pad else ""))
+        out.append(" " * p.indent + _styled(line, term) + (" " * (inner - n) if pad or (i and p.hang) else ""))
     return out
 
 
@@ -333,7 +352,8 @@ def to_rich(item: Item) -> RenderableType:
     if isinstance(item, Boxed):
         return Panel(Group(*(to_rich(p) for p in item.paras)), title=Text(item.title), title_align="left")
     if isinstance(item, Para):
-        fit = Fit(Text.assemble(*(t if st is None else (t, st) for t, st in item.pieces)))
+        text = Text.assemble(*(t if st is None else (t, st) for t, st in item.pieces))
+        fit = Hanging(text, item.hang) if item.hang else Fit(text)
         return Padding(fit, (0, 0, 0, item.indent)) if item.indent else fit
     return cast("RenderableType", item)  # a Lines draws itself for rich too (Grid)
 
@@ -358,3 +378,23 @@ class Fit:
         from rich.measure import Measurement
 
         return Measurement.get(console, options, self.text)
+
+
+class Hanging:
+    """``text`` with a hanging indent, as rich prints it: its first line as rich wraps
+    it, then the rest of it in a ``Padding`` of ``hang`` spaces."""
+
+    def __init__(self, text: Text, hang: int):
+        self.text, self.hang = text, hang
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
+        from rich.padding import Padding
+
+        lines = self.text.wrap(console, options.max_width, overflow="fold")
+        if len(lines) < 2:
+            yield Fit(self.text)
+            return
+        t = self.text
+        at = rest_start(t.plain, len(lines[0].plain))
+        yield Fit(t[:len(lines[0].plain)])
+        yield Padding(Fit(t[at:]), (0, 0, 0, self.hang))
