@@ -61,9 +61,10 @@ class _Gap:
         how many bytes were dropped. :class:`Broken` where a comma is missing."""
         dropped = 0
         while self.expect is not None:
-            k = len(body) - len(body.lstrip(_WS))  # (a copy of at most a block: faster than a search)
-            del body[:k]
-            dropped += k
+            if body and body[0] in _WS:  # (lstrip copies the block: most gaps are empty)
+                k = len(body) - len(body.lstrip(_WS))
+                del body[:k]
+                dropped += k
             if not body:
                 return dropped
             if self.expect == "comma" and body[0] == 0x2C:  # ','
