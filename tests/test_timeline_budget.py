@@ -216,7 +216,7 @@ def test_one_instant_is_not_said_to_have_counters_around_it(tmp_path):
 @pytest.mark.skipif(chromium() is None, reason="needs chromium")
 def test_a_name_without_a_break_point_does_not_widen_the_findings(tmp_path):
     """A 20,000-character op name in a finding's top events made the page 144,547 px
-    wide (``.finding .ev`` did not wrap)."""
+    wide (``.finding .ev`` did not wrap); it is now shown in short, whole in its tooltip."""
     import cdp
 
     long = "x" * 20_000
@@ -233,7 +233,9 @@ def test_a_name_without_a_break_point_does_not_widen_the_findings(tmp_path):
     page = cdp.Page(chromium())
     try:
         page.open(out, READY)
-        assert long in page.eval("document.getElementById('findings-list').textContent")
+        text = page.eval("document.getElementById('findings-list').textContent")
+        assert long[:119] + "…" in text and long[:120] not in text  # in short; whole in its tooltip
+        assert long in page.eval("Array.from(document.querySelectorAll('#findings-list .clipped')).map(e => e.title)")
         assert page.eval("document.documentElement.scrollWidth") <= page.eval("window.innerWidth")
         assert page.eval("window.__errors.length") == 0
     finally:
