@@ -185,7 +185,7 @@ def test_temporal_breakdown_equals_htas_on_every_kineto_trace(files: dict[str, P
             assert int(tb[f"{ours}_ns"][i]) == 1000 * h[f"{theirs}(us)"], (name, ours)
         assert int(tb["span_ns"][i]) == 1000 * h["kernel_time(us)"], name
         compared.append(name)
-    assert len(compared) == len(files) - len(UNREAD) - len(HTA_ASSERTS) == 27
+    assert len(compared) == len(files) - len(UNREAD) - len(HTA_ASSERTS) == 28
 
 
 def test_idle_time_breakdown_equals_htas(files: dict[str, Path], hta: dict[str, dict],

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import polyprof
 import polyprof.analyze as A
 from polyprof.trace import TraceBuilder
 
 from .synth import US, gpu_trace
+
+PEERS = Path(__file__).parents[1] / "data" / "peers"
 
 
 def test_temporal_and_idle_breakdown_by_hand():
@@ -21,11 +26,27 @@ def test_temporal_and_idle_breakdown_by_hand():
     it = A.idle_time_breakdown(t)
     row = it.take(it["track_id"] == -1).to_dicts()[0]
     # gaps: [0,50) host (gemm launched at 30 >= 0); [150,160) kernel-wait (relu launched at 130);
-    # [170,600) host; [650,1050) host; [1150,1160) kernel; [1170,1600) host; tail [1650,2000) other
-    assert row["host_wait_ns"] == (50 + 430 + 400 + 430) * US
+    # [170,600) host up to 520, where cudaMemcpyAsync [510,520) returned, then 80 µs other (the
+    # copy waited after its call: queued); [650,1050) host; [1150,1160) kernel; [1170,1600) host
+    # up to 1520, then 80 other; tail [1650,2000) other
+    assert row["host_wait_ns"] == (50 + 350 + 400 + 350) * US
     assert row["kernel_wait_ns"] == 20 * US
-    assert row["other_ns"] == 350 * US
+    assert row["other_ns"] == (80 + 80 + 350) * US
     assert row["idle_ns"] == dev["idle_ns"]
+
+
+def test_a_stream_waiting_with_its_work_queued_is_not_waiting_for_the_host():
+    """TraceLens's SGLang decode of Qwen3-8B on an MI300X: stream 3's first kernel was
+    launched 40 µs after ``hipStreamWaitEvent`` and started 463 ms later, behind a blocking
+    ``hipMemcpyWithStream``. Its gap was all host-wait (the launch came after the gap
+    began), and a "waiting for the host" finding advised a faster DataLoader; now only the
+    time until the launch call returned is the host's, the rest other."""
+    t = polyprof.load(PEERS / "tracelens" / "sglang_qwen3_8b_decode.json.gz")
+    it = A.idle_time_breakdown(t)
+    row = it.take(it["track_id"] == -1).to_dicts()[0]
+    assert row["idle_ns"] > 450_000_000 and row["other_ns"] > 0.99 * row["idle_ns"], row
+    assert 0 < row["host_wait_ns"] < 1_000_000, row
+    assert "host_bound" not in {f.id for f in A.findings(t)}
 
 
 def test_overlapping_streams_count_once_per_device():
@@ -47,6 +68,25 @@ def test_overlapping_streams_count_once_per_device():
     assert kb.loc["ncclKernel_AllReduce", "kind"] == "communication"
     assert kb.loc["k", ["count", "total_ns"]].tolist() == [2, 200]
     assert kb["share_pct"].sum() == pytest.approx(100.0)
+
+
+def test_rocclr_blit_kernels_are_fills_and_copies():
+    """ROCm runs hipMemset and device-side hipMemcpy as ROCclr's own kernels, which Kineto
+    and rocprof record as kernels: the time shares count them as a fill and a copy (they
+    were compute), HTA's window as compute, as HTA does."""
+    b = TraceBuilder()
+    s = b.track(b.plane("/device:GPU:0", "device"), "s", "stream", tid=1)
+    b.event(s, "__amd_rocclr_fillBufferAligned", 0, 100 * US, "kernel")
+    b.event(s, "__amd_rocclr_copyBuffer", 100 * US, 50 * US, "kernel")
+    b.event(s, "Cijk_Ailk_Bljk_HHS_BH", 150 * US, 200 * US, "kernel")
+    t = b.build()
+    kb = A.kernel_breakdown(t).to_pandas().set_index("name")
+    assert kb["kind"].to_dict() == {"__amd_rocclr_fillBufferAligned": "memset", "__amd_rocclr_copyBuffer": "memcpy",
+                                    "Cijk_Ailk_Bljk_HHS_BH": "compute"}
+    row = A.temporal_breakdown(t).to_dicts()[-1]
+    assert (row["compute_ns"], row["non_compute_ns"]) == (200 * US, 150 * US)
+    hta = A.temporal_breakdown(t, window="hta").to_dicts()[-1]
+    assert (hta["compute_ns"], hta["non_compute_ns"]) == (350 * US, 0)
 
 
 def test_op_stats_self_and_caused_device_time():

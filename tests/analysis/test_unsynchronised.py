@@ -33,7 +33,7 @@ def _no_fit() -> dict:
 def test_findings_leave_an_unsynchronised_device_out(kineto_files):
     t = polyprof.load(next(p for p in kineto_files if p.name.startswith("sampled_rank0")))
     before = {f.id for f in A.findings(t, window="auto") if f.plane == "/device:GPU:0"}
-    assert {"host_bound", "exposed_communication"} <= before
+    assert "exposed_communication" in before
     u = copy.copy(t)
     u.__dict__.pop("_polyprof_memo", None)
     u.metadata = {**t.metadata, "clock_sync": {"/device:GPU:0": {"cupti": _no_fit()}}}

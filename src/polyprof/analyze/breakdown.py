@@ -166,7 +166,9 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
 
     Each idle gap inside the analysed span (between busy periods, and before the first)
     is classified by the activity that ends it: **host-wait** when that activity's launch
-    call started only after the device went idle (the host was late); **kernel-wait**
+    call started only after the device went idle (the host was late; where it then
+    waited more than ``kernel_wait_max_ns`` after the call returned, only the gap up to
+    then: :func:`_split_gaps`); **kernel-wait**
     when it was launched before, and the gap is at most ``kernel_wait_max_ns`` (launch
     latency between back-to-back work); **other** for the rest — longer gaps with work
     already queued (waits on events, other streams, syncs), activity without a known
@@ -183,12 +185,14 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
         return _hta_idle(trace, kernel_wait_max_ns)
     v = device_view(trace)
     ev = trace.events
-    launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], -1)
+    at = np.maximum(v.launch, 0)  # each activity's launch call: (start, end) ns, -1 where not known
+    launch = np.where(v.launch >= 0, np.stack([ev["start_ns"][at], ev["start_ns"][at] + ev["dur_ns"][at]]), -1)
+    del at
     out: list[tuple] = []
     for t0, t1 in zip(*(a.tolist() for a in analysed_stretches(trace))):  # (one, or a schedule's few cycles)
-        part = _idle_rows(trace, v, launch_start, kernel_wait_max_ns, t0, t1)
+        part = _idle_rows(trace, v, launch, kernel_wait_max_ns, t0, t1)
         if part is None:  # the groups laid end to end would pass 2**62 ns
-            part = _idle_rows_one_by_one(trace, v, launch_start, kernel_wait_max_ns, t0, t1)
+            part = _idle_rows_one_by_one(trace, v, launch, kernel_wait_max_ns, t0, t1)
         out = part if not out else [(*r[:3], *(x + y for x, y in zip(r[3:], q[3:]))) for r, q in zip(out, part)]
     cols = _columns(out, ["plane", "stream", "track_id", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns",
                           "gaps"])
@@ -197,7 +201,7 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     return frame(cols)
 
 
-def _idle_rows(trace: Trace, v: DeviceView, launch_start: np.ndarray, kernel_wait_max_ns: int, t0: int,
+def _idle_rows(trace: Trace, v: DeviceView, launch: np.ndarray, kernel_wait_max_ns: int, t0: int,
                t1: int) -> list[tuple] | None:
     """:func:`idle_time_breakdown`'s rows over ``[t0, t1)``, every stream and device at
     once (``group_unions.py``: each group shifted past the last one's span, so one sort
@@ -212,7 +216,7 @@ def _idle_rows(trace: Trace, v: DeviceView, launch_start: np.ndarray, kernel_wai
     # each activity on its stream's row, then on its device's: the two passes apart (their
     # groups are disjoint), each holding one copy of the activities, not two
     for group in (stream_row, device_row):
-        _idle_sums(v, group, launch_start, kernel_wait_max_ns, t0, t1, (host, kern, other, gaps, tail))
+        _idle_sums(v, group, launch, kernel_wait_max_ns, t0, t1, (host, kern, other, gaps, tail))
     other = other + np.maximum(tail, 0)
     gaps = gaps + (tail > 0)
     out = []
@@ -223,7 +227,7 @@ def _idle_rows(trace: Trace, v: DeviceView, launch_start: np.ndarray, kernel_wai
     return out
 
 
-def _idle_sums(v: DeviceView, group: np.ndarray, launch_start: np.ndarray, kernel_wait_max_ns: int, t0: int,
+def _idle_sums(v: DeviceView, group: np.ndarray, launch: np.ndarray, kernel_wait_max_ns: int, t0: int,
                t1: int, out: tuple[np.ndarray, ...]) -> None:
     """Into ``out`` (host-wait, kernel-wait and other ns, gaps, and the idle tail, per
     group; the groups laid end to end, ``group_unions.py``) the idle gaps over ``[t0, t1)``
@@ -247,22 +251,41 @@ def _idle_sums(v: DeviceView, group: np.ndarray, launch_start: np.ndarray, kerne
     gap = np.subtract(s, prev_end, out=s)
     g = np.flatnonzero(gap > 0)
     gl, gg = gap[g], group[g]
-    ls = launch_start[act[g]]
+    calls = launch[:, act[g]]
     del gap, s, act
-    known = ls >= 0
-    is_host = known & (ls >= prev_end[g] - gg * width + t0)
-    del prev_end, ls
-    is_kern = known & ~is_host & (gl <= kernel_wait_max_ns)
-    is_other = ~is_host & ~is_kern
-    host += sums(gg[is_host], gl[is_host], n)
-    kern += sums(gg[is_kern], gl[is_kern], n)
-    other += sums(gg[is_other], gl[is_other], n)
+    h, k, o = _split_gaps(gl, prev_end[g] - gg * width + t0, calls, kernel_wait_max_ns)
+    del prev_end, calls
+    host += sums(gg, h, n)
+    kern += sums(gg, k, n)
+    other += sums(gg, o, n)
     gaps += np.bincount(gg, minlength=n)
     last = np.append(first[1:], True) if len(group) else first
     tail[group[last]] = group[last] * width + (t1 - t0) - reach[last]
 
 
-def _idle_rows_one_by_one(trace: Trace, v: DeviceView, launch_start: np.ndarray,
+def _split_gaps(length: np.ndarray, start: np.ndarray, launch: np.ndarray, kernel_wait_max_ns: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(host-wait, kernel-wait, other) ns of each idle gap (``length`` ns from ``start``),
+    by the launch call (``launch``: its start and end ns, rows 0 and 1; -1: not known) of
+    the activity that ends it:
+
+    * launched after the gap began: host-wait; but where the activity then started more
+      than ``kernel_wait_max_ns`` after the call returned (queued behind an event wait, a
+      copy or another stream), only the time until the call returned is the host's, the
+      rest other (a kernel launched 40 µs into a 493 ms stall behind ``hipStreamWaitEvent``
+      made the whole stall host-wait, and the finding advised a faster DataLoader);
+    * launched before: kernel-wait for a gap of at most ``kernel_wait_max_ns``, else other;
+    * no known launch: other."""
+    call, returned = launch
+    known = call >= 0
+    late = known & (call >= start)
+    queued = late & (start + length - returned > kernel_wait_max_ns)
+    host = np.where(late, np.where(queued, returned - start, length), 0)
+    kern = np.where(known & ~late & (length <= kernel_wait_max_ns), length, 0)
+    return host, kern, length - host - kern
+
+
+def _idle_rows_one_by_one(trace: Trace, v: DeviceView, launch: np.ndarray,
                           kernel_wait_max_ns: int, t0: int, t1: int) -> list[tuple]:
     """:func:`idle_time_breakdown`'s rows over ``[t0, t1)``, stream by stream."""
     out: list[tuple] = []
@@ -283,14 +306,8 @@ def _idle_rows_one_by_one(trace: Trace, v: DeviceView, launch_start: np.ndarray,
             gap = s - prev_end
             g = np.flatnonzero(gap > 0)
             gaps = len(g)
-            gl = gap[g]
-            ls = launch_start[idx[g]]
-            known = ls >= 0
-            is_host = known & (ls >= prev_end[g])
-            is_kern = known & ~is_host & (gl <= kernel_wait_max_ns)
-            host = int(gl[is_host].sum())
-            kern = int(gl[is_kern].sum())
-            other = int(gl[~is_host & ~is_kern].sum())
+            h, k, o = _split_gaps(gap[g], prev_end[g], launch[:, idx[g]], kernel_wait_max_ns)
+            host, kern, other = int(h.sum()), int(k.sum()), int(o.sum())
             tail = t1 - int(reach[-1])
             if tail > 0:
                 other += tail

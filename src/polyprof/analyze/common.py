@@ -19,7 +19,7 @@ import numpy as np
 
 from ..derive import cache
 from ..derive.intervals import child_time
-from ..trace.categories import MATRIX_KERNEL, Kind, collective_names, is_copy_name
+from ..trace.categories import MATRIX_KERNEL, Kind, blit_kind, collective_names, is_copy_name
 from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.keys import MODULE_STATS  # (not derive.lines: a summary need not import it)
@@ -68,9 +68,12 @@ def activity_class(trace: Trace, rows: np.ndarray) -> np.ndarray:
         uniq, inv = unique_inverse(ids)
         names = [trace.strings[i] for i in uniq.tolist()]
         coll = collective_names(names)
-        copy = np.fromiter((is_copy_name(n) for n in names), bool, len(names))
+        blit = [blit_kind(n) for n in names]  # (a runtime's fill and copy kernels)
+        copy = np.fromiter((b is Kind.MEMCPY or is_copy_name(n) for n, b in zip(names, blit)), bool, len(names))
+        fill = np.fromiter((b is Kind.MEMSET for b in blit), bool, len(names))
         out[ker[coll[inv]]] = COMMUNICATION
         out[ker[copy[inv]]] = MEMCPY
+        out[ker[fill[inv]]] = MEMSET
     return out
 
 

@@ -114,6 +114,20 @@ def is_copy_name(name: str) -> bool:
     return name.lower().split(".", 1)[0] in _COPY_OPS
 
 
+#: kernels that are a runtime's fills and copies, by how their names start: ROCm's ROCclr
+#: runs ``hipMemset*`` and device-side ``hipMemcpy*`` as blit kernels of its own, which
+#: Kineto and rocprof record as kernels (TraceLens's MI100 rocprof trace: 23 ms of
+#: ``__amd_rocclr_fillBufferAligned`` and ``__amd_rocclr_copyBuffer`` counted as compute).
+#: Their events stay kernels (HTA counts them as compute: ``--window hta`` does too); the
+#: time-share analyses count them as fills and copies (``analyze/common.py: activity_class``)
+BLIT_KERNELS = (("__amd_rocclr_fill", Kind.MEMSET), ("__amd_rocclr_copy", Kind.MEMCPY))
+
+
+def blit_kind(name: str) -> Kind | None:
+    """MEMSET or MEMCPY for a kernel :data:`BLIT_KERNELS` names, else None."""
+    return next((kind for prefix, kind in BLIT_KERNELS if name.startswith(prefix)), None)
+
+
 #: categories that mix kinds of activity, told apart by event name:
 #: category -> ({name: kind}, kind of every other name)
 _BY_NAME: dict[str, tuple[dict[str, Kind], Kind]] = {
