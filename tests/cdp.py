@@ -5,6 +5,7 @@ evaluate, real mouse and key input, screenshots)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -12,10 +13,12 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import websocket
 
+#: the HTML report's page is drawn (its timeline included)
+READY = "document.documentElement.getAttribute('data-tl-ready')"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--hide-scrollbars", "--remote-debugging-port=0",
          "--remote-allow-origins=*"]
@@ -94,3 +97,18 @@ class Page:
                 self.proc.kill()
                 self.proc.wait()
             self.dir.cleanup()
+
+
+@contextlib.contextmanager
+def report_page(path: Path) -> Iterator[Page]:
+    """The HTML report at ``path`` open in a new headless Chromium, drawn, with no script
+    error; closed after."""
+    from analysis.browser import chromium
+
+    page = Page(chromium())
+    try:
+        page.open(path, READY)
+        assert page.eval("window.__errors.length") == 0
+        yield page
+    finally:
+        page.close()

@@ -314,12 +314,7 @@ def test_copies_of_no_size_show_as_unknown_not_0_b(tmp_path):
     html = tmp_path / "r.html"
     subprocess.run([sys.executable, "-m", "polyprof", "report", str(RPD), "-o", str(html)], check=True,
                    capture_output=True, timeout=300)
-    page = cdp.Page(chromium())
-    try:
-        page.open(html, "document.documentElement.getAttribute('data-tl-ready')")
-        assert page.eval("window.__errors.length") == 0
+    with cdp.report_page(html) as page:
         cells = page.eval("Array.from(document.querySelectorAll('#copies-table tr')).map(r => r.innerText)")
-        memset = [c for c in cells if "memset" in c]
-        assert len(memset) == 1 and "\t?\t" in memset[0] and "0 B" not in memset[0], cells
-    finally:
-        page.close()
+    memset = [c for c in cells if "memset" in c]
+    assert len(memset) == 1 and "\t?\t" in memset[0] and "0 B" not in memset[0], cells

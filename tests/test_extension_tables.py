@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from analysis.browser import chromium
+from analysis.browser import chromium, page_data
 from test_extension_entry_points import KERNELS, make_site
 
 import polyprof
@@ -93,16 +92,10 @@ def test_a_job_shows_each_ranks_vendor_table_and_finds_its_files(tmp_path, site)
     assert _rows(block) == [["0", "acme_copy", "1", "50 ns"], ["0", "acme_gemm", "2", "1 µs"],
                             ["1", "acme_copy", "1", "100 ns"], ["1", "acme_gemm", "2", "2 µs"]]
     _polyprof(tmp_path, site, "report", "job", "-o", "job.html", "--rank", "1")
-    data = _page_data(tmp_path / "job.html")
+    data = page_data(tmp_path / "job.html")
     assert [x["table"]["rows"] for x in data["ranks"]["extensions"]] == [[list(r) for r in recs]]
     # the tables below the ranks are rank 1's
     assert data["extensions"][0]["table"]["rows"] == [["acme_copy", 1, 100], ["acme_gemm", 2, 2000]]
-
-
-def _page_data(html: Path) -> dict:
-    m = re.search(r'<script type="application/json" id="data">(.*?)</script>', html.read_text(), re.S)
-    assert m is not None
-    return json.loads(m.group(1))
 
 
 @pytest.mark.skipif(chromium() is None, reason="needs chromium")

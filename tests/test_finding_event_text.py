@@ -5,7 +5,6 @@ tooltips."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polyprof
@@ -15,7 +14,7 @@ from polyprof.report.tables import build
 from polyprof.report.terminal import _event_text, _finding_lines
 from polyprof.report.textout import Boxed, Terminal, render
 
-from analysis.browser import chromium
+from analysis.browser import chromium, page_data
 
 KINETO = Path(__file__).parent / "data" / "traces" / "kineto"
 
@@ -60,23 +59,16 @@ def test_long_values_of_a_finding_are_shortened_in_the_html_report(tmp_path: Pat
                                events=[{"name": kernel, "chain": chain, "share_pct": 50.97777773702112},
                                        {"name": "aten::mm", "total_ns": 1_500_000}])]
     out = html.write(trace, tmp_path / "r.html", report=report)
-    page_text = out.read_text(encoding="utf-8")
-    start = page_text.index(">", page_text.index('id="data"')) + 1
-    data = json.loads(page_text[start:page_text.index("</script>", start)])  # what the page embeds: whole
+    data = page_data(out)  # what the page embeds: whole
     assert data["findings"][0]["events"][0] == {"name": kernel, "chain": chain, "share_pct": 50.97777773702112}
     if chromium() is None:
         return
     import cdp  # only where Chromium is installed
 
-    page = cdp.Page(chromium())
-    try:
-        page.open(out, "document.documentElement.getAttribute('data-tl-ready')")
-        assert page.eval("window.__errors.length") == 0
+    with cdp.report_page(out) as page:
         lines = page.eval("Array.from(document.querySelectorAll('#findings-list .finding .ev'))"
                           ".map(e => e.textContent)")
         tips = page.eval("Array.from(document.querySelectorAll('#findings-list .clipped')).map(e => e.title)")
-    finally:
-        page.close()
     evidence, top = lines
     assert evidence.startswith("ranks = 0, 2, 4") and evidence.endswith("…, ops = 486") and len(evidence) < 140, \
         evidence

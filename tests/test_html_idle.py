@@ -11,22 +11,15 @@ no part below zero, the device's row ``(sum of streams)``, and the notes under t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from polyprof.cli import main
 from polyprof.report.idle_text import SUM_OF_STREAMS
 
-from analysis.browser import chromium
+from analysis.browser import chromium, page_data
 
 FILE = Path(__file__).parent / "data" / "peers" / "hta_mtia" / "mtia_rank_0_dma_requests.json.gz"
 NUMBERS = ("idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns", "gaps")
-
-
-def _page_data(html: str) -> dict:
-    """The data the report embeds (``<script type="application/json" id="data">``)."""
-    start = html.index(">", html.index('id="data"')) + 1
-    return json.loads(html[start:html.index("</script>", start)])
 
 
 def _idle_rows(data: dict) -> list[dict]:
@@ -36,7 +29,7 @@ def _idle_rows(data: dict) -> list[dict]:
 def test_hta_idle_in_the_report_is_the_terminals(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     assert main(["report", "--window", "hta", str(FILE), "-o", str(out)]) == 0
-    data = _page_data(out.read_text(encoding="utf-8"))
+    data = page_data(out)
     rows = _idle_rows(data)
     assert [(r["stream"], r["idle_ns"], r["host_wait_ns"], r["kernel_wait_ns"], r["other_ns"], r["gaps"])
             for r in rows] == [("Stream 1 FW", 265_546_000, 0, 0, 265_691_000, 253),  # kernel-wait was -145_000
@@ -54,18 +47,13 @@ def test_hta_idle_in_the_report_is_the_terminals(tmp_path: Path) -> None:
         return
     import cdp  # only where Chromium is installed
 
-    page = cdp.Page(chromium())
-    try:
-        page.open(out, "document.documentElement.getAttribute('data-tl-ready')")
-        assert page.eval("window.__errors.length") == 0
+    with cdp.report_page(out) as page:
         shown = page.eval("[].map.call(document.querySelectorAll('#idle-note > div'), function (e) "
                           "{ return e.textContent; })")
         labels = page.eval("[].map.call(document.querySelectorAll('#idle-chart svg > text'), function (e) "
                            "{ return e.textContent; })")
         hover = page.eval("[].map.call(document.querySelectorAll('#idle-chart rect > title'), function (e) "
                           "{ return e.textContent; })")
-    finally:
-        page.close()
     assert shown == notes
     assert "/device:MTIA:9 · " + SUM_OF_STREAMS in labels and not any("(all streams)" in x for x in labels), labels
     assert "/device:MTIA:9 · Stream 1 FW — kernel-wait: 0 ns" in hover, hover  # was "-145 µs"
@@ -76,7 +64,7 @@ def test_own_window_keeps_all_streams_and_no_note(tmp_path: Path) -> None:
     """polyprof's own window: the device's row is its own idle (no stream busy), no note."""
     out = tmp_path / "r.html"
     assert main(["report", str(FILE), "-o", str(out)]) == 0
-    data = _page_data(out.read_text(encoding="utf-8"))
+    data = page_data(out)
     rows = _idle_rows(data)
     assert [r["stream"] for r in rows][-1] == "(all streams)"
     assert all(r[c] >= 0 for r in rows for c in NUMBERS), rows

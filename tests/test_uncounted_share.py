@@ -20,7 +20,7 @@ from polyprof.cli import main
 from polyprof.ranks import fits, stepwise
 from polyprof.report.tables import build
 
-from analysis.browser import chromium
+from analysis.browser import chromium, page_data
 
 DATA = Path(__file__).parent / "data" / "h200"
 REPLAYS_ONLY = DATA / "torch_cuda_graph_h200.json.gz"  # a graph captured before the profile, replayed 5 times
@@ -77,12 +77,6 @@ def test_json_share_is_zero_without_uncounted_replays(name: str, capsys: pytest.
     assert all(r["uncounted_replay_pct"] is None for r in records if r["step"] != -1)
 
 
-def _page_data(html: str) -> dict:
-    """The data the report embeds (``<script type="application/json" id="data">``)."""
-    start = html.index(">", html.index('id="data"')) + 1
-    return json.loads(html[start:html.index("</script>", start)])
-
-
 @pytest.mark.parametrize("which", ["no_capture", "replays_only"])
 def test_html_report_shows_it_beside_the_mfu(which: str, no_capture: Path, tmp_path: Path) -> None:
     """The report's data holds the share and the MFU line's words, and its overview shows
@@ -90,7 +84,7 @@ def test_html_report_shows_it_beside_the_mfu(which: str, no_capture: Path, tmp_p
     path = no_capture if which == "no_capture" else REPLAYS_ONLY
     out = tmp_path / "r.html"
     assert main(["report", str(path), "-o", str(out)]) == 0
-    data = _page_data(out.read_text())
+    data = page_data(out)
     row = dict(zip(data["mfu"]["columns"], data["mfu"]["rows"][0]))
     share = uncounted_replays(build(polyprof.load(path)).trace)
     assert row["uncounted_replay_pct"] == pytest.approx(share, rel=1e-12)
@@ -100,15 +94,10 @@ def test_html_report_shows_it_beside_the_mfu(which: str, no_capture: Path, tmp_p
         return
     import cdp
 
-    page = cdp.Page(chromium())
-    try:
-        page.open(out, "document.documentElement.getAttribute('data-tl-ready')")
-        assert page.eval("window.__errors.length") == 0
+    with cdp.report_page(out) as page:
         kv = page.eval("[].map.call(document.querySelectorAll('#overview-kv > *'), function (e) "
                        "{ return e.textContent; })")
         shown = dict(zip(kv[::2], kv[1::2]))["model FLOPs utilisation"]
-    finally:
-        page.close()
     if which == "no_capture":
         assert shown.startswith(f"{row['mfu_pct']:.1f}% of ") and shown.endswith("; " + data["mfu_uncounted"])
     else:
@@ -118,7 +107,7 @@ def test_html_report_shows_it_beside_the_mfu(which: str, no_capture: Path, tmp_p
 def test_html_without_uncounted_replays_says_nothing_of_them(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     assert main(["report", str(DATA / "torch_compile_train_h200.json.gz"), "-o", str(out)]) == 0
-    data = _page_data(out.read_text())
+    data = page_data(out)
     assert dict(zip(data["mfu"]["columns"], data["mfu"]["rows"][0]))["uncounted_replay_pct"] == 0.0
     assert data["mfu_uncounted"] is None
 

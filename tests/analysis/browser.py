@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -12,6 +13,13 @@ from pathlib import Path
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+
+
+def page_data(html: Path) -> dict:
+    """The data an HTML report embeds (``<script type="application/json" id="data">``)."""
+    text = html.read_text(encoding="utf-8")
+    start = text.index(">", text.index('id="data"')) + 1
+    return json.loads(text[start:text.index("</script>", start)])
 
 
 def chromium() -> str | None:
