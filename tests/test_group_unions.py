@@ -125,8 +125,7 @@ def test_idle_rows_equal_stream_by_stream():
 
     for t in _traces():
         v = device_view(t)
-        at = np.maximum(v.launch, 0)
-        ls = np.where(v.launch >= 0, np.stack([t.events["start_ns"][at], t.events["start_ns"][at] + t.events["dur_ns"][at]]), -1)
+        ls = breakdown.launch_calls(t, v)
         for limit in (breakdown.KERNEL_WAIT_MAX_NS, 5_000):
             want = breakdown._idle_rows_one_by_one(t, v, ls, limit, *v.span)
             assert breakdown._idle_rows(t, v, ls, limit, *v.span) == want

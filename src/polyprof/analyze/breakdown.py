@@ -184,10 +184,7 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     if sel is not None and sel.hta:
         return _hta_idle(trace, kernel_wait_max_ns)
     v = device_view(trace)
-    ev = trace.events
-    at = np.maximum(v.launch, 0)  # each activity's launch call: (start, end) ns, -1 where not known
-    launch = np.where(v.launch >= 0, np.stack([ev["start_ns"][at], ev["start_ns"][at] + ev["dur_ns"][at]]), -1)
-    del at
+    launch = launch_calls(trace, v)
     out: list[tuple] = []
     for t0, t1 in zip(*(a.tolist() for a in analysed_stretches(trace))):  # (one, or a schedule's few cycles)
         part = _idle_rows(trace, v, launch, kernel_wait_max_ns, t0, t1)
@@ -199,6 +196,13 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     for c in ("host_wait", "kernel_wait", "other"):
         cols[f"{c}_pct"] = ratio_pct(cols[f"{c}_ns"], cols["idle_ns"])
     return frame(cols)
+
+
+def launch_calls(trace: Trace, v: DeviceView) -> np.ndarray:
+    """Each activity's launch call, (start, end) ns as rows 0 and 1; -1 where not known."""
+    ev = trace.events
+    at = np.maximum(v.launch, 0)
+    return np.where(v.launch >= 0, np.stack([ev["start_ns"][at], ev["start_ns"][at] + ev["dur_ns"][at]]), -1)
 
 
 def _idle_rows(trace: Trace, v: DeviceView, launch: np.ndarray, kernel_wait_max_ns: int, t0: int,
