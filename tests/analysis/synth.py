@@ -50,7 +50,7 @@ def gpu_trace(steps: int = 2, with_ids: bool = True):
 
 def pipeline_trace(steps: int = 5, step_us: int = 10_000, kernels: int = 20, kernel_us: int = 490,
                    lead_us: int = 200, copy_us: int = 0, host_gap_us: int = 0, sync_us: int = 0,
-                   loader_us: int = 0, end_sync_us: int = 0, sync_threads: int = 1,
+                   loader_us: int = 0, end_sync_us: int = 0, sync_threads: int = 1, stall_us: int = 0,
                    loader_name: str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"):
     """A training loop in the shape torch.profiler records it, healthy by default.
 
@@ -61,7 +61,10 @@ def pipeline_trace(steps: int = 5, step_us: int = 10_000, kernels: int = 20, ker
     ``lead_us`` after the step began; an optional HtoD copy of ``copy_us`` before the
     kernels; an optional ``cudaStreamSynchronize`` of ``sync_us`` at the end of the step
     on each of ``sync_threads`` threads. ``end_sync_us`` adds the ``cudaDeviceSynchronize``
-    the profiler makes after the last step (outside every step).
+    the profiler makes after the last step (outside every step). ``stall_us``: halfway
+    through the kernels the host makes the stream wait for an event
+    (``cudaStreamWaitEvent``) that another stream records ``stall_us`` later, outside the
+    trace: the kernels launched after it wait that long to start, the device idle.
     """
     b = TraceBuilder()
     host = b.plane("/host:CPU", "host", pid=100)
@@ -89,6 +92,10 @@ def pipeline_trace(steps: int = 5, step_us: int = 10_000, kernels: int = 20, ker
         every = max(work_us // max(kernels, 1), 11)
         for i in range(kernels):
             ls = t + i * every * US
+            if stall_us and i == kernels // 2:
+                b.event(th, "cudaStreamWaitEvent", ls - 4 * US, 3 * US, "cuda_runtime", correlation_id=corr)
+                corr += 1
+                d += stall_us * US
             b.event(th, "aten::mul", ls, 12 * US, "cpu_op")
             b.event(th, "cudaLaunchKernel", ls + US, 10 * US, "cuda_runtime", correlation_id=corr)
             d = max(d, ls + 12 * US)

@@ -13,7 +13,7 @@ import polyprof.analyze as A
 from .synth import pipeline_trace
 
 ALL = {"host_bound", "input_bound", "launch_bound", "copy_bound", "sync_stalls", "idle_between_steps",
-       "exposed_communication"}
+       "exposed_communication", "queued_stall"}
 
 # case -> (pipeline_trace arguments, findings that must fire, findings that must not)
 CASES = {
@@ -32,6 +32,10 @@ CASES = {
     # torch.profiler synchronises once when it stops, after the last step: not a stall of the loop
     "profiler_sync_after_last_step": ({"end_sync_us": 20_000}, set(), ALL),
     "idle_between_steps": ({"host_gap_us": 3000}, {"idle_between_steps"}, ALL - {"idle_between_steps"}),
+    # the stream waits on an event another records 3 ms later: the device idle, the host not late
+    "queued_stall": ({"stall_us": 3000}, {"queued_stall"}, ALL - {"queued_stall", "idle_between_steps"}),
+    # ... for 40 µs: launch latency, not a stall
+    "short_queued_wait": ({"stall_us": 40}, set(), ALL),
 }
 
 

@@ -90,6 +90,25 @@ ADVICE: dict[str, dict[str, str]] = {
         "generic": "Each sync stops the host from queueing work ahead. Wait less often: once per batch "
                    "rather than per operation.",
     },
+    "queued_stall": {
+        "torch": "The host had launched the work; the device's queue held it back. Most often its stream waits on "
+                 "an event that another stream, device, thread or process records (stream.wait_stream, "
+                 "event.wait, cudaStreamWaitEvent; a serving engine's overlap or scheduler thread): profile "
+                 "that one too, as the trace does not show what it waited for. Else work ahead of it in the "
+                 "stream (a copy, a host callback). Record the event as soon as its work is queued, and queue "
+                 "independent work on another stream so the device has something to run meanwhile.",
+        "jax": "The host had launched the work; the device's queue held it back, waiting on another stream or "
+               "device (an async collective, a transfer, a host callback such as jax.debug.print or "
+               "io_callback). Profile every process of the job, and keep host callbacks out of the step.",
+        "opencl": "The commands were enqueued but did not start: an in-order queue runs nothing until the commands "
+                  "before it finish, a command waits for the events of its wait list (a user event not yet "
+                  "set, another queue's command), and enqueued commands may not reach the device until "
+                  "clFlush. Flush after enqueuing, set user events as soon as possible, and put independent "
+                  "work on another queue.",
+        "generic": "The host had launched the work; the device's queue held it back, waiting on an event that "
+                   "another stream, device, thread or process records, or behind a copy or callback in the same "
+                   "stream. Profile what records that event, and queue independent work meanwhile.",
+    },
     "low_mfu": {  # (the finding leads with "The ops listed lose ..." where it lists some)
         "torch": "For compute-bound ops use a precision the tensor units run fast (bf16/fp16 autocast, TF32 for "
                  "fp32 matmuls), shapes that are multiples of 8/16, larger batches; fuse memory-bound ones with "

@@ -26,6 +26,7 @@ from .common import COMMUNICATION, MEMCPY, analysed_stretches, device_view, qual
 from .frames import column, frame, order_desc
 from .grouping import group_stats
 from .memory_findings import memory_findings
+from .stall_findings import queued_stall_findings, stall_pct
 from .registry import extension_findings, getter
 from .sync import device_idle_by, overlapping, sync_by_thread, sync_rows, windows
 from .window import WindowArg, selection, view
@@ -73,8 +74,9 @@ def findings(trace: Trace, tables: dict[str, Table] | None = None,
     t = getter(trace, tables)
 
     out: list[Finding] = []
-    for rule in (_host_bound, _input_bound, _launch_bound, _copy_bound, _sync_stalls, _idle_between_steps,
-                 _exposed_comm, copy_findings, memory_findings, efficiency_findings, compile_findings):
+    for rule in (_host_bound, _input_bound, _launch_bound, _copy_bound, _sync_stalls, queued_stall_findings,
+                 _idle_between_steps, _exposed_comm, copy_findings, memory_findings, efficiency_findings,
+                 compile_findings):
         out.extend(rule(trace, t))
     out.extend(extension_findings(trace, t))  # the rules of other packages (polyprof.findings)
     unsynced = unsynchronised(trace)
@@ -230,8 +232,10 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     inv = inv.reshape(-1)
     cpu_median = median(trace.events["dur_ns"][calls][inv] / per_call[inv])
     dev = _device_rows(trace, t)
-    known = [r["idle_pct"] for r in dev if r["idle_pct"] == r["idle_pct"]]  # NaN-skipping, as pandas' max
-    idle = float(max(known)) if known else float("nan") if dev else 0.0
+    # a device idle with work queued (stall_findings.py) is not held back by launches
+    stalled = stall_pct(trace)
+    known = [r["idle_pct"] - stalled.get(r["plane"], 0.0) for r in dev if r["idle_pct"] == r["idle_pct"]]
+    idle = float(max(known)) if known else float("nan") if dev else 0.0  # (NaN-skipping, as pandas' max)
     if idle < LAUNCH_IDLE_PCT or (short < SHORT_KERNEL_SHARE and cpu_median < kernel_median):
         return []
     shorts = kernels[mean[kernels] < SHORT_KERNEL_NS]
@@ -244,7 +248,7 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
              if short >= SHORT_KERNEL_SHARE else
              f"launch calls take longer than the {n} kernels they launch ({medians})")
     return [Finding(
-        "launch_bound", f"{title}, device idle {idle:.0f}%",
+        "launch_bound", f"{title}, device idle {idle:.0f}%{' outside queued stalls' if stalled else ''}",
         _sev(short, 75), "", {"kernels": n, "short_kernel_pct": round(short, 2), "median_kernel_ns": kernel_median,
                               "median_launch_cpu_ns": cpu_median, "device_idle_pct": round(idle, 2)},
         _records(kb, ["name", "count", "mean_ns", "total_ns"], at=shorts),

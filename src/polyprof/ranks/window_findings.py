@@ -5,7 +5,7 @@ communication, a memory peak held by one allocation, low MFU, low occupancy) run
 at the end, on the rank's merged tables, exactly as on the whole rank: the trace it is
 handed is a *shell*, the rank's planes, tracks, strings and metadata without events,
 with the rank's analysed span and steps. A rule that reads the events themselves
-(launch-bound, copy-bound, synchronisation stalls, pageable and small copies, memory
+(launch-bound, copy-bound, synchronisation stalls, queued stalls, pageable and small copies, memory
 growth, out of memory, cached memory, fusable chains, recompiles) runs on each window; the rank keeps,
 per rule, the worst window's finding: by severity, then its main number (its share; a
 window's share can be above the rank's: synchronisation 54.9% in one window of the H200
@@ -24,6 +24,7 @@ from ..analyze.findings import (_copy_bound, _exposed_comm, _host_bound, _idle_b
                                 _launch_bound, _one_per_rule, _sync_stalls, _unsynchronised, by_severity,
                                 SEVERITY_ORDER)
 from ..analyze import memory_findings as mem
+from ..analyze.stall_findings import queued_stall_findings
 from ..analyze.finding import Finding, main_number
 from ..analyze.registry import Tables
 from ..analyze.table import Table
@@ -35,7 +36,7 @@ Rule = Callable[..., list[Finding]]
 #: every rule in the order ``analyze.findings.findings`` runs them, and whether it reads events
 ORDER: tuple[tuple[Rule, bool], ...] = (
     (_host_bound, False), (_input_bound, False), (_launch_bound, True), (_copy_bound, True), (_sync_stalls, True),
-    (_idle_between_steps, False), (_exposed_comm, False), (cop.pageable_copies, True), (cop.small_copies, True),
+    (queued_stall_findings, True), (_idle_between_steps, False), (_exposed_comm, False), (cop.pageable_copies, True), (cop.small_copies, True),
     (mem._peak_dominated, False), (lambda trace, t: mem._growth(trace), True),
     (lambda trace, t: mem._out_of_memory(trace), True), (lambda trace, t: mem._cached(trace), True),
     (eff._low_mfu, False), (lambda trace, t: eff._fusable_chains(trace), True), (eff._low_occupancy, False),
